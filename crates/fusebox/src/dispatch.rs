@@ -1,0 +1,405 @@
+//! From a parsed request to a filesystem call to a reply: one exhaustive
+//! match, shared by every transport.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use fusebox_abi as abi;
+use fusebox_abi::Opcode;
+use zerocopy::IntoBytes;
+
+use crate::error::Errno;
+use crate::fs::ops::Ctx;
+use crate::fs::Filesystem;
+use crate::protocol::{
+    parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries, Notifier, Op,
+    ParseConfig, ReplySink, Request,
+};
+use crate::stats::WorkerStats;
+use crate::types::{AttrReply, Entry, NodeId, Opened};
+
+/// What one worker is serving right now, so INTERRUPT can find it without
+/// a shared map (and without a lock).
+#[derive(Default)]
+pub struct InflightSlot {
+    current: AtomicU64,
+    interrupted: AtomicU64,
+}
+
+/// Per-worker state the dispatcher needs: reply buffer, stats, inflight slot.
+pub struct Worker {
+    pub data: DataOut,
+    pub stats: Arc<WorkerStats>,
+    pub slot: usize,
+}
+
+pub struct Dispatcher<F> {
+    fs: Arc<F>,
+    parse: ParseConfig,
+    notifier: Notifier,
+    slots: Box<[InflightSlot]>,
+    destroyed: AtomicBool,
+}
+
+/// A successful reply, before it is put on the wire. Small structs are held
+/// by value; variable data stays in the worker's [`DataOut`].
+enum Outcome {
+    NoReply,
+    Empty,
+    Entry(abi::EntryOut),
+    Attr(abi::AttrOut),
+    Open(abi::OpenOut),
+    Create(abi::EntryOut, abi::OpenOut),
+    Write(abi::WriteOut),
+    Statfs(abi::StatfsOut),
+    Data,
+    XattrSize(abi::GetxattrOut),
+    Lk(abi::LkOut),
+    Bmap(abi::BmapOut),
+    Ioctl(abi::IoctlOut),
+    Poll(abi::PollOut),
+    Lseek(abi::LseekOut),
+    CopyRange64(abi::CopyFileRangeOut),
+    Statx(Box<abi::StatxOut>),
+}
+
+fn entry_out(e: Entry) -> Outcome {
+    Outcome::Entry(e.to_abi())
+}
+
+fn attr_out(a: AttrReply) -> Outcome {
+    Outcome::Attr(abi::AttrOut {
+        attr_valid: a.ttl.as_secs(),
+        attr_valid_nsec: a.ttl.subsec_nanos(),
+        dummy: 0,
+        attr: a.attr.to_abi(),
+    })
+}
+
+fn open_out(o: Opened) -> abi::OpenOut {
+    abi::OpenOut { fh: o.fh.0, open_flags: o.flags, backing_id: o.backing_id }
+}
+
+/// Xattr replies: a size probe gets the size, a short buffer ERANGE.
+fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
+    if requested == 0 {
+        Ok(Outcome::XattrSize(abi::GetxattrOut { size: out.len() as u32, padding: 0 }))
+    } else if out.len() > requested as usize {
+        Err(Errno::ERANGE)
+    } else {
+        Ok(Outcome::Data)
+    }
+}
+
+impl<F: Filesystem> Dispatcher<F> {
+    pub fn new(fs: Arc<F>, parse: ParseConfig, notifier: Notifier, workers: usize) -> Dispatcher<F> {
+        Dispatcher {
+            fs,
+            parse,
+            notifier,
+            slots: (0..workers.max(1)).map(|_| InflightSlot::default()).collect(),
+            destroyed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn filesystem(&self) -> &Arc<F> {
+        &self.fs
+    }
+
+    /// Serve a request that arrived in one buffer (/dev/fuse).
+    pub fn dispatch_contiguous(&self, buf: &[u8], w: &mut Worker, sink: &dyn ReplySink) {
+        match parse_contiguous(buf, self.parse) {
+            Ok(req) => self.handle(req, w, sink),
+            Err(e) => self.reject(buf, e, w, sink),
+        }
+    }
+
+    /// Serve a request whose fixed arguments and payload are separate (io_uring).
+    pub fn dispatch_split(&self, header: abi::InHeader, args: &[u8], payload: &[u8], w: &mut Worker, sink: &dyn ReplySink) {
+        match parse_split(header, args, payload, self.parse) {
+            Ok(req) => self.handle(req, w, sink),
+            Err(e) => self.reject(header.as_bytes(), e, w, sink),
+        }
+    }
+
+    /// A malformed request: answered EINVAL if it has a usable header (and
+    /// expects an answer), logged either way. Never fatal.
+    fn reject(&self, buf: &[u8], e: crate::protocol::ParseError, w: &mut Worker, sink: &dyn ReplySink) {
+        match parse_header(buf) {
+            Ok(h) => {
+                let op = Opcode(h.opcode);
+                tracing::warn!(unique = h.unique, ?op, error = %e, "malformed request");
+                w.stats.record(op, std::time::Duration::ZERO, true);
+                if !op.is_no_reply() {
+                    let _ = send_error(sink, h.unique, e.errno());
+                }
+            }
+            Err(_) => tracing::warn!(error = %e, len = buf.len(), "unparseable request dropped"),
+        }
+    }
+
+    pub fn handle(&self, req: Request<'_>, w: &mut Worker, sink: &dyn ReplySink) {
+        let start = Instant::now();
+        let opcode = req.opcode();
+        let unique = req.unique();
+        let slot = &self.slots[w.slot % self.slots.len()];
+        slot.current.store(unique, Ordering::Release);
+
+        let ctx = Ctx {
+            unique,
+            uid: req.header.uid,
+            gid: req.header.gid,
+            pid: req.header.pid,
+            interrupt_slot: Some(&slot.interrupted),
+        };
+        let node = req.node();
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.call(&ctx, node, req.op, &mut w.data)));
+        slot.current.store(0, Ordering::Release);
+
+        let result = match outcome {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic".into());
+                tracing::error!(unique, ?opcode, panic = %msg, "filesystem method panicked; answering EIO");
+                if opcode.is_no_reply() { Ok(Outcome::NoReply) } else { Err(Errno::EIO) }
+            }
+        };
+        let failed = result.is_err();
+        if let Err(e) = self.send(unique, result, &w.data, sink) {
+            // ENOENT: the request was interrupted and the kernel forgot it.
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                tracing::debug!(unique, ?opcode, error = %e, "reply not delivered");
+            }
+        }
+        w.stats.record(opcode, start.elapsed(), failed);
+    }
+
+    fn send(&self, unique: u64, result: Result<Outcome, Errno>, data: &DataOut, sink: &dyn ReplySink) -> std::io::Result<()> {
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => return send_error(sink, unique, e),
+        };
+        let body = match &outcome {
+            Outcome::NoReply => return Ok(()),
+            Outcome::Empty => Body::EMPTY,
+            Outcome::Entry(e) => Body::fixed(e),
+            Outcome::Attr(a) => Body::fixed(a),
+            Outcome::Open(o) => Body::fixed(o),
+            Outcome::Create(e, o) => Body { fixed: e.as_bytes(), data: o.as_bytes() },
+            Outcome::Write(o) => Body::fixed(o),
+            Outcome::Statfs(s) => Body::fixed(s),
+            Outcome::Data => Body::data(data.wire()),
+            Outcome::XattrSize(s) => Body::fixed(s),
+            Outcome::Lk(l) => Body::fixed(l),
+            Outcome::Bmap(b) => Body::fixed(b),
+            Outcome::Ioctl(i) => Body { fixed: i.as_bytes(), data: data.wire() },
+            Outcome::Poll(p) => Body::fixed(p),
+            Outcome::Lseek(l) => Body::fixed(l),
+            Outcome::CopyRange64(c) => Body::fixed(c),
+            Outcome::Statx(s) => Body::fixed(s.as_ref()),
+        };
+        send_reply(sink, unique, Ok(body))
+    }
+
+    fn call(&self, ctx: &Ctx, node: NodeId, op: Op<'_>, data: &mut DataOut) -> Result<Outcome, Errno> {
+        let fs = &*self.fs;
+        Ok(match op {
+            Op::Init(_) => {
+                // INIT is answered by the session before workers start; a
+                // second one is a protocol violation.
+                tracing::warn!("unexpected INIT after the session started");
+                return Err(Errno::EPROTO);
+            }
+            Op::Destroy => {
+                if !self.destroyed.swap(true, Ordering::AcqRel) {
+                    fs.destroy();
+                }
+                Outcome::Empty
+            }
+            Op::Lookup { name } => entry_out(fs.lookup(ctx, node, name)?),
+            Op::Forget { nlookup } => {
+                fs.forget(node, nlookup);
+                Outcome::NoReply
+            }
+            Op::BatchForget { nodes } => {
+                fs.batch_forget(&mut nodes.iter());
+                Outcome::NoReply
+            }
+            Op::Getattr { fh } => attr_out(fs.getattr(ctx, node, fh)?),
+            Op::Setattr(a) => attr_out(fs.setattr(ctx, node, &a)?),
+            Op::Readlink => {
+                data.reset(libc::PATH_MAX as usize);
+                fs.readlink(ctx, node, data)?;
+                Outcome::Data
+            }
+            Op::Symlink { name, target } => entry_out(fs.symlink(ctx, node, name, target)?),
+            Op::Mknod { name, args } => entry_out(fs.mknod(ctx, node, name, &args)?),
+            Op::Mkdir { name, args } => entry_out(fs.mkdir(ctx, node, name, &args)?),
+            Op::Unlink { name } => {
+                fs.unlink(ctx, node, name)?;
+                Outcome::Empty
+            }
+            Op::Rmdir { name } => {
+                fs.rmdir(ctx, node, name)?;
+                Outcome::Empty
+            }
+            Op::Rename(r) => {
+                fs.rename(ctx, &r)?;
+                Outcome::Empty
+            }
+            Op::Link { target, new_name } => entry_out(fs.link(ctx, target, node, new_name)?),
+            Op::Open(o) => Outcome::Open(open_out(fs.open(ctx, node, &o)?)),
+            Op::Read(r) => {
+                data.reset(r.size as usize);
+                fs.read(ctx, node, &r, data)?;
+                Outcome::Data
+            }
+            Op::Write(wr) => Outcome::Write(abi::WriteOut { size: fs.write(ctx, node, &wr)?, padding: 0 }),
+            Op::Statfs => {
+                let s = fs.statfs(ctx, node)?;
+                Outcome::Statfs(abi::StatfsOut {
+                    st: abi::Kstatfs {
+                        blocks: s.blocks,
+                        bfree: s.bfree,
+                        bavail: s.bavail,
+                        files: s.files,
+                        ffree: s.ffree,
+                        bsize: s.bsize,
+                        namelen: s.namelen,
+                        frsize: s.frsize,
+                        padding: 0,
+                        spare: [0; 6],
+                    },
+                })
+            }
+            Op::Release(r) => {
+                fs.release(ctx, node, &r)?;
+                Outcome::Empty
+            }
+            Op::Fsync { fh, datasync } => {
+                fs.fsync(ctx, node, fh, datasync)?;
+                Outcome::Empty
+            }
+            Op::Setxattr(s) => {
+                fs.setxattr(ctx, node, &s)?;
+                Outcome::Empty
+            }
+            Op::Getxattr { name, size } => {
+                data.reset(if size == 0 { 64 << 10 } else { size as usize });
+                fs.getxattr(ctx, node, name, data)?;
+                xattr_reply(size, data)?
+            }
+            Op::Listxattr { size } => {
+                data.reset(if size == 0 { 64 << 10 } else { size as usize });
+                fs.listxattr(ctx, node, data)?;
+                xattr_reply(size, data)?
+            }
+            Op::Removexattr { name } => {
+                fs.removexattr(ctx, node, name)?;
+                Outcome::Empty
+            }
+            Op::Flush { fh, lock_owner } => {
+                fs.flush(ctx, node, fh, lock_owner)?;
+                Outcome::Empty
+            }
+            Op::Opendir(o) => Outcome::Open(open_out(fs.opendir(ctx, node, &o)?)),
+            Op::Readdir(r) => {
+                data.reset(r.size as usize);
+                fs.readdir(ctx, node, &r, &mut DirEntries::new(data, false))?;
+                Outcome::Data
+            }
+            Op::Readdirplus(r) => {
+                data.reset(r.size as usize);
+                fs.readdirplus(ctx, node, &r, &mut DirEntries::new(data, true))?;
+                Outcome::Data
+            }
+            Op::Releasedir(r) => {
+                fs.releasedir(ctx, node, &r)?;
+                Outcome::Empty
+            }
+            Op::Fsyncdir { fh, datasync } => {
+                fs.fsyncdir(ctx, node, fh, datasync)?;
+                Outcome::Empty
+            }
+            Op::Getlk(l) => {
+                let i = fs.getlk(ctx, node, &l)?;
+                Outcome::Lk(abi::LkOut { lk: abi::FileLock { start: i.start, end: i.end, typ: i.typ as u32, pid: i.pid } })
+            }
+            Op::Setlk { lock, sleep } => {
+                fs.setlk(ctx, node, &lock, sleep)?;
+                Outcome::Empty
+            }
+            Op::Access { mask } => {
+                fs.access(ctx, node, mask)?;
+                Outcome::Empty
+            }
+            Op::Create { name, args } => {
+                let (e, o) = fs.create(ctx, node, name, &args)?;
+                Outcome::Create(e.to_abi(), open_out(o))
+            }
+            Op::Tmpfile { args } => {
+                let (e, o) = fs.tmpfile(ctx, node, &args)?;
+                Outcome::Create(e.to_abi(), open_out(o))
+            }
+            Op::Interrupt { unique } => return self.interrupt(unique),
+            Op::Bmap { block, blocksize } => Outcome::Bmap(abi::BmapOut { block: fs.bmap(ctx, node, block, blocksize)? }),
+            Op::Ioctl(i) => {
+                data.reset(i.out_size as usize);
+                let result = fs.ioctl(ctx, node, &i, data)?;
+                Outcome::Ioctl(abi::IoctlOut { result, flags: 0, in_iovs: 0, out_iovs: 0 })
+            }
+            Op::Poll(p) => Outcome::Poll(abi::PollOut { revents: fs.poll(ctx, node, &p)?, padding: 0 }),
+            Op::NotifyReply { data: bytes, .. } => {
+                self.notifier.complete_retrieve(ctx.unique, bytes);
+                Outcome::NoReply
+            }
+            Op::Fallocate(f) => {
+                fs.fallocate(ctx, node, &f)?;
+                Outcome::Empty
+            }
+            Op::Lseek(l) => Outcome::Lseek(abi::LseekOut { offset: fs.lseek(ctx, node, &l)? }),
+            Op::CopyFileRange { args, wide } => {
+                let n = fs.copy_file_range(ctx, &args)?;
+                if wide {
+                    Outcome::CopyRange64(abi::CopyFileRangeOut { bytes_copied: n })
+                } else {
+                    Outcome::Write(abi::WriteOut { size: n.min(u32::MAX as u64) as u32, padding: 0 })
+                }
+            }
+            Op::Syncfs => {
+                fs.syncfs(ctx)?;
+                Outcome::Empty
+            }
+            Op::Statx(s) => {
+                let (stat, ttl) = fs.statx(ctx, node, &s)?;
+                Outcome::Statx(Box::new(abi::StatxOut {
+                    attr_valid: ttl.as_secs(),
+                    attr_valid_nsec: ttl.subsec_nanos(),
+                    flags: 0,
+                    spare: [0; 2],
+                    stat,
+                }))
+            }
+            Op::Unsupported => return Err(Errno::ENOSYS),
+        })
+    }
+
+    /// INTERRUPT: flag the worker serving `target`. If no worker has it yet
+    /// (it was read but not yet published), EAGAIN makes the kernel send
+    /// the interrupt again; if it already finished, the kernel drops that.
+    fn interrupt(&self, target: u64) -> Result<Outcome, Errno> {
+        for s in self.slots.iter() {
+            if s.current.load(Ordering::Acquire) == target {
+                s.interrupted.store(target, Ordering::Release);
+                return Ok(Outcome::NoReply);
+            }
+        }
+        Err(Errno::EAGAIN)
+    }
+}

@@ -1,0 +1,219 @@
+//! The inode-level filesystem API: the only one dispatch calls.
+
+use std::ffi::OsStr;
+
+use super::ops::*;
+use crate::error::{Errno, FsResult};
+use crate::protocol::{Connection, DataOut, DirEntries, Notifier};
+use crate::types::*;
+
+/// A filesystem addressed by node ids, like libfuse's `fuse_lowlevel_ops`.
+///
+/// Every method has a default: ENOSYS for operations (the kernel then stops
+/// asking, or falls back where it can), success for the few bookkeeping
+/// calls the kernel does not wait on. Methods run concurrently on the
+/// session's worker threads, hence `&self` and `Sync`.
+///
+/// Lookup counting: every successful `lookup`, `mknod`, `mkdir`, `symlink`,
+/// `link`, `create`, `tmpfile`, and every READDIRPLUS entry with a non-zero
+/// node (other than "." and "..") takes one reference on the node; `forget`
+/// gives back `nlookup` of them. A node may be dropped once its count is 0.
+#[allow(unused_variables)]
+pub trait Filesystem: Send + Sync + 'static {
+    /// Called once with what the kernel offers; adjust `conn.want` and
+    /// limits here. `notifier` stays valid for the session's life.
+    fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
+        Ok(())
+    }
+
+    /// The kernel is done with the filesystem (unmount).
+    fn destroy(&self) {}
+
+    fn lookup(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn forget(&self, node: NodeId, nlookup: u64) {}
+
+    fn batch_forget(&self, nodes: &mut dyn Iterator<Item = (NodeId, u64)>) {
+        for (node, n) in nodes {
+            self.forget(node, n);
+        }
+    }
+
+    fn getattr(&self, ctx: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn setattr(&self, ctx: &Ctx, node: NodeId, attr: &SetAttr) -> FsResult<AttrReply> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Write the link target into `out`.
+    fn readlink(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mknod) -> FsResult<Entry> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mkdir) -> FsResult<Entry> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn unlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn rmdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn rename(&self, ctx: &Ctx, args: &Rename) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn link(&self, ctx: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// ENOSYS here, when the kernel offers no_open support, makes every
+    /// later open of any file skip the daemon.
+    fn open(&self, ctx: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Put at most `args.size` bytes into `out`; fewer means end of file.
+    fn read(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DataOut) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Returns the number of bytes written.
+    fn write(&self, ctx: &Ctx, node: NodeId, args: &Write) -> FsResult<u32> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn flush(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, lock_owner: u64) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn release(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
+        Ok(())
+    }
+
+    fn fsync(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn opendir(&self, ctx: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Fill `out` with entries after `offset` (0 = from the start).
+    fn readdir(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DirEntries) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Like `readdir`, with each entry's lookup answer. The default serves
+    /// plain entries (the kernel then looks names up itself).
+    fn readdirplus(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DirEntries) -> FsResult<()> {
+        self.readdir(ctx, node, args, out)
+    }
+
+    fn releasedir(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
+        Ok(())
+    }
+
+    fn fsyncdir(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn statfs(&self, ctx: &Ctx, node: NodeId) -> FsResult<Statfs> {
+        Ok(Statfs { namelen: 255, bsize: 512, frsize: 512, ..Default::default() })
+    }
+
+    fn setxattr(&self, ctx: &Ctx, node: NodeId, args: &Setxattr) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Write the whole value into `out`; dispatch answers size queries and
+    /// ERANGE from its length.
+    fn getxattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Write all names, each NUL-terminated, into `out`.
+    fn listxattr(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn removexattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn access(&self, ctx: &Ctx, node: NodeId, mask: i32) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Create and open a regular file. ENOSYS makes the kernel fall back to
+    /// mknod + open.
+    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Create) -> FsResult<(Entry, Opened)> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn getlk(&self, ctx: &Ctx, node: NodeId, lock: &Lock) -> FsResult<LockInfo> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Take or release a lock; `sleep` for F_SETLKW (may block this worker).
+    fn setlk(&self, ctx: &Ctx, node: NodeId, lock: &Lock, sleep: bool) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn bmap(&self, ctx: &Ctx, node: NodeId, block: u64, blocksize: u32) -> FsResult<u64> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Returns the ioctl's result; output data goes into `out`.
+    fn ioctl(&self, ctx: &Ctx, node: NodeId, args: &Ioctl, out: &mut DataOut) -> FsResult<i32> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Returns the ready events.
+    fn poll(&self, ctx: &Ctx, node: NodeId, args: &Poll) -> FsResult<u32> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn fallocate(&self, ctx: &Ctx, node: NodeId, args: &Fallocate) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Returns the new offset (SEEK_DATA / SEEK_HOLE).
+    fn lseek(&self, ctx: &Ctx, node: NodeId, args: &Lseek) -> FsResult<u64> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// Returns the number of bytes copied.
+    fn copy_file_range(&self, ctx: &Ctx, args: &CopyFileRange) -> FsResult<u64> {
+        Err(Errno::ENOSYS)
+    }
+
+    fn syncfs(&self, ctx: &Ctx) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// An unnamed file in `parent` (O_TMPFILE).
+    fn tmpfile(&self, ctx: &Ctx, parent: NodeId, args: &Create) -> FsResult<(Entry, Opened)> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// ENOSYS makes the kernel use `getattr` for statx(2) instead.
+    fn statx(&self, ctx: &Ctx, node: NodeId, args: &Statx) -> FsResult<(fusebox_abi::Statx, std::time::Duration)> {
+        Err(Errno::ENOSYS)
+    }
+}

@@ -1,0 +1,312 @@
+//! Getting a /dev/fuse fd attached to a mountpoint, and letting go of it.
+//!
+//! As root fusebox calls mount(2) itself; otherwise it asks the setuid
+//! helper fusermount3, which passes the device fd back over a socket.
+
+mod options;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use options::{FsOptions, MountOptions, Options};
+
+use crate::error::Error;
+
+const FUSECTL_DIR: &str = "/sys/fs/fuse/connections";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Syscall,
+    Fusermount,
+}
+
+/// A live FUSE mount and the device fd that serves it.
+#[derive(Debug)]
+pub struct Mount {
+    mountpoint: PathBuf,
+    device: OwnedFd,
+    method: Method,
+    mounted: AtomicBool,
+}
+
+impl Mount {
+    /// Mount at `mountpoint` with `opts`.
+    pub fn new(mountpoint: &Path, opts: &MountOptions) -> Result<Mount, Error> {
+        let mountpoint = std::fs::canonicalize(mountpoint).map_err(|_| Error::BadMountpoint(mountpoint.into()))?;
+        if !mountpoint.is_dir() {
+            return Err(Error::BadMountpoint(mountpoint));
+        }
+        if rustix::process::geteuid().is_root() {
+            let device = mount_syscall(&mountpoint, opts)?;
+            Ok(Mount { mountpoint, device, method: Method::Syscall, mounted: AtomicBool::new(true) })
+        } else {
+            let device = mount_fusermount(&mountpoint, opts)?;
+            Ok(Mount { mountpoint, device, method: Method::Fusermount, mounted: AtomicBool::new(true) })
+        }
+    }
+
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The session's /dev/fuse fd.
+    pub fn device(&self) -> &OwnedFd {
+        &self.device
+    }
+
+    /// Detach the mount (lazily: open files keep working until closed, and
+    /// the daemon's workers see ENODEV once the last one goes).
+    pub fn unmount(&self) -> Result<(), Error> {
+        if !self.mounted.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        unmount_path(&self.mountpoint, self.method == Method::Fusermount)
+    }
+
+    pub fn is_mounted(&self) -> bool {
+        self.mounted.load(Ordering::Acquire)
+    }
+
+    /// The fusectl connection number (the mount's device minor), read from
+    /// mountinfo so that no request is sent to the mount itself.
+    pub fn connection_id(&self) -> Option<u32> {
+        connection_id(&self.mountpoint)
+    }
+
+    /// Abort the connection: every pending and future request fails with
+    /// ENOTCONN, and the workers see ENODEV. The last resort against a hung
+    /// daemon.
+    pub fn abort(&self) -> Result<(), Error> {
+        let id = self.connection_id().ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
+        abort_connection(id)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Err(e) = self.unmount() {
+            tracing::warn!(error = %e, "unmount on drop failed");
+        }
+    }
+}
+
+fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Error> {
+    use rustix::mount::MountFlags;
+    let device = rustix::fs::open("/dev/fuse", rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
+        .map_err(|e| Error::OpenDevice { source: e.into() })?;
+    let st = rustix::fs::stat(mountpoint).map_err(|e| Error::Mount { mountpoint: mountpoint.into(), source: e.into() })?;
+    let mut data = format!(
+        "fd={},rootmode={:o},user_id={},group_id={}",
+        device.as_raw_fd(),
+        st.st_mode & libc::S_IFMT,
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw()
+    );
+    if opts.allow_other {
+        data.push_str(",allow_other");
+    }
+    if opts.default_permissions {
+        data.push_str(",default_permissions");
+    }
+    if let Some(m) = opts.max_read {
+        data.push_str(&format!(",max_read={m}"));
+    }
+    if let Some(b) = opts.blksize {
+        data.push_str(&format!(",blksize={b}"));
+    }
+    let mut flags = MountFlags::empty();
+    for (on, flag) in [
+        (opts.read_only, MountFlags::RDONLY),
+        (opts.nosuid, MountFlags::NOSUID),
+        (opts.nodev, MountFlags::NODEV),
+        (opts.noexec, MountFlags::NOEXEC),
+        (opts.noatime, MountFlags::NOATIME),
+        (opts.sync, MountFlags::SYNCHRONOUS),
+        (opts.dirsync, MountFlags::DIRSYNC),
+    ] {
+        if on {
+            flags |= flag;
+        }
+    }
+    let fstype = match &opts.subtype {
+        Some(s) => format!("fuse.{s}"),
+        None => "fuse".to_string(),
+    };
+    let source = opts.fsname.clone().unwrap_or_else(|| "fusebox".into());
+    let data = std::ffi::CString::new(data).map_err(|_| Error::BadOption { option: "mount data".into(), reason: "contains NUL".into() })?;
+    rustix::mount::mount(source.as_str(), mountpoint, fstype.as_str(), flags, Some(data.as_c_str()))
+        .map_err(|e| Error::Mount { mountpoint: mountpoint.into(), source: e.into() })?;
+    Ok(device)
+}
+
+fn fusermount_opts(opts: &MountOptions) -> String {
+    let mut o = vec![];
+    let name = opts.fsname.clone().unwrap_or_else(|| "fusebox".into());
+    o.push(format!("fsname={name}"));
+    if let Some(s) = &opts.subtype {
+        o.push(format!("subtype={s}"));
+    }
+    for (on, s) in [
+        (opts.allow_other, "allow_other"),
+        (opts.default_permissions, "default_permissions"),
+        (opts.read_only, "ro"),
+        (opts.nosuid, "nosuid"),
+        (opts.nodev, "nodev"),
+        (opts.noexec, "noexec"),
+        (opts.noatime, "noatime"),
+        (opts.sync, "sync"),
+        (opts.dirsync, "dirsync"),
+    ] {
+        if on {
+            o.push(s.into());
+        }
+    }
+    if let Some(m) = opts.max_read {
+        o.push(format!("max_read={m}"));
+    }
+    o.join(",")
+}
+
+fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Error> {
+    use rustix::net::{AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType};
+    let fail = |reason: String| Error::Fusermount { mountpoint: mountpoint.into(), reason };
+    // Our end is close-on-exec; fusermount3's end must survive exec.
+    let (ours, theirs) = rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::empty(), None)
+        .map_err(|e| fail(format!("socketpair: {e}")))?;
+    rustix::io::fcntl_setfd(&ours, rustix::io::FdFlags::CLOEXEC).map_err(|e| fail(format!("fcntl: {e}")))?;
+    let status = Command::new("fusermount3")
+        .arg("-o")
+        .arg(fusermount_opts(opts))
+        .arg("--")
+        .arg(mountpoint)
+        .env("_FUSE_COMMFD", theirs.as_raw_fd().to_string())
+        .status()
+        .map_err(|e| fail(format!("cannot run fusermount3: {e}")))?;
+    drop(theirs);
+    if !status.success() {
+        return Err(fail(format!("exited with {status}")));
+    }
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    rustix::net::recvmsg(&ours, &mut [io::IoSliceMut::new(&mut byte)], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
+        .map_err(|e| fail(format!("receiving the device fd: {e}")))?;
+    for msg in cmsg.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
+            if let Some(fd) = fds.next() {
+                return Ok(fd);
+            }
+        }
+    }
+    Err(fail("fusermount3 passed no device fd".into()))
+}
+
+/// Unmount `mountpoint` lazily; `fusermount` for a mount made by a non-root user.
+pub fn unmount_path(mountpoint: &Path, fusermount: bool) -> Result<(), Error> {
+    if fusermount || !rustix::process::geteuid().is_root() {
+        let out = Command::new("fusermount3")
+            .args(["-u", "-z", "--"])
+            .arg(mountpoint)
+            .output()
+            .map_err(|e| Error::Unmount { mountpoint: mountpoint.into(), source: e })?;
+        if !out.status.success() {
+            let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            return Err(Error::Unmount { mountpoint: mountpoint.into(), source: io::Error::other(msg) });
+        }
+        return Ok(());
+    }
+    rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH)
+        .map_err(|e| Error::Unmount { mountpoint: mountpoint.into(), source: e.into() })
+}
+
+/// A FUSE mount as /proc/self/mountinfo lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuseMountInfo {
+    pub mountpoint: PathBuf,
+    pub fstype: String,
+    pub source: String,
+    /// Device minor = fusectl connection number.
+    pub connection: u32,
+}
+
+/// Every FUSE mount visible to this process.
+pub fn fuse_mounts() -> Vec<FuseMountInfo> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else { return vec![] };
+    text.lines().filter_map(parse_mountinfo_line).collect()
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
+    let (left, right) = line.split_once(" - ")?;
+    let fields: Vec<&str> = left.split(' ').collect();
+    let mut r = right.split(' ');
+    let fstype = r.next()?;
+    if fstype != "fuse" && !fstype.starts_with("fuse.") && fstype != "fuseblk" {
+        return None;
+    }
+    let source = r.next().unwrap_or("");
+    let (_, minor) = fields.get(2)?.split_once(':')?;
+    Some(FuseMountInfo {
+        mountpoint: PathBuf::from(unescape_mountinfo(fields.get(4)?)),
+        fstype: fstype.into(),
+        source: unescape_mountinfo(source),
+        connection: minor.parse().ok()?,
+    })
+}
+
+fn connection_id(mountpoint: &Path) -> Option<u32> {
+    fuse_mounts().into_iter().rev().find(|m| m.mountpoint == mountpoint).map(|m| m.connection)
+}
+
+/// Mount fusectl at /sys/fs/fuse/connections if it is not there (needs root).
+pub fn ensure_fusectl() -> Result<(), Error> {
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| t.lines().any(|l| l.contains(" - fusectl ")))
+        .unwrap_or(false);
+    if mounted {
+        return Ok(());
+    }
+    rustix::mount::mount("fusectl", FUSECTL_DIR, "fusectl", rustix::mount::MountFlags::empty(), None)
+        .map_err(|e| Error::Mount { mountpoint: FUSECTL_DIR.into(), source: e.into() })
+}
+
+/// Abort FUSE connection `id` through fusectl.
+pub fn abort_connection(id: u32) -> Result<(), Error> {
+    ensure_fusectl()?;
+    let path = Path::new(FUSECTL_DIR).join(id.to_string()).join("abort");
+    std::fs::write(&path, b"1").map_err(|e| Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_are_parsed() {
+        let l = "612 30 0:77 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:300 - fuse.stackfs src rw,user_id=0,group_id=0";
+        let m = parse_mountinfo_line(l).unwrap();
+        assert_eq!(m.mountpoint, PathBuf::from("/tmp/a b"));
+        assert_eq!(m.connection, 77);
+        assert_eq!(m.fstype, "fuse.stackfs");
+        assert!(parse_mountinfo_line("1 2 0:5 / /proc rw - proc proc rw").is_none());
+    }
+}

@@ -1,0 +1,194 @@
+//! libfuse-style `-o opt,opt=value` options, split by who consumes them:
+//! the mount(2) call, the INIT negotiation, or the filesystem.
+
+use std::time::Duration;
+
+use fusebox_abi::flags::init as f;
+
+use crate::error::Error;
+use crate::protocol::InitConfig;
+use crate::types::Timeouts;
+
+/// Options passed to mount(2) or fusermount3.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    pub fsname: Option<String>,
+    pub subtype: Option<String>,
+    pub allow_other: bool,
+    pub default_permissions: bool,
+    pub read_only: bool,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+    pub noatime: bool,
+    pub sync: bool,
+    pub dirsync: bool,
+    pub max_read: Option<u32>,
+    pub blksize: Option<u32>,
+}
+
+impl Default for MountOptions {
+    /// nosuid and nodev unless asked otherwise, as libfuse does: a user
+    /// filesystem should not hand out setuid binaries or device nodes.
+    fn default() -> Self {
+        MountOptions {
+            fsname: None,
+            subtype: None,
+            allow_other: false,
+            default_permissions: false,
+            read_only: false,
+            nosuid: true,
+            nodev: true,
+            noexec: false,
+            noatime: false,
+            sync: false,
+            dirsync: false,
+            max_read: None,
+            blksize: None,
+        }
+    }
+}
+
+/// Options a filesystem applies to its own answers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsOptions {
+    pub timeouts: Timeouts,
+    /// Open every file with FOPEN_DIRECT_IO (no kernel page cache).
+    pub direct_io: bool,
+    /// Keep the page cache across opens (FOPEN_KEEP_CACHE).
+    pub keep_cache: bool,
+    /// Skip FLUSH on close where the filesystem needs none (FOPEN_NOFLUSH).
+    pub noflush: bool,
+}
+
+/// Everything `-o` can say.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub mount: MountOptions,
+    pub init: InitConfig,
+    pub fs: FsOptions,
+}
+
+fn parse_num<T: std::str::FromStr>(opt: &str, v: &str) -> Result<T, Error> {
+    v.parse().map_err(|_| Error::BadOption { option: opt.into(), reason: format!("{v:?} is not a number") })
+}
+
+fn parse_secs(opt: &str, v: &str) -> Result<Duration, Error> {
+    let secs: f64 = parse_num(opt, v)?;
+    if !(0.0..=1e9).contains(&secs) {
+        return Err(Error::BadOption { option: opt.into(), reason: "must be between 0 and 1e9 seconds".into() });
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Options {
+    /// Apply one comma-separated `-o` list on top of the current values.
+    pub fn apply(&mut self, list: &str) -> Result<(), Error> {
+        for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            self.apply_one(opt)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, opt: &str) -> Result<(), Error> {
+        let (key, val) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        fn need<'a>(opt: &str, v: Option<&'a str>) -> Result<&'a str, Error> {
+            v.ok_or_else(|| Error::BadOption { option: opt.into(), reason: "needs a value (name=value)".into() })
+        }
+        let m = &mut self.mount;
+        let i = &mut self.init;
+        match key {
+            "fsname" => m.fsname = Some(need(opt, val)?.into()),
+            "subtype" => m.subtype = Some(need(opt, val)?.into()),
+            "allow_other" => m.allow_other = true,
+            "default_permissions" => m.default_permissions = true,
+            "ro" => m.read_only = true,
+            "rw" => m.read_only = false,
+            "nosuid" => m.nosuid = true,
+            "suid" => m.nosuid = false,
+            "nodev" => m.nodev = true,
+            "dev" => m.nodev = false,
+            "noexec" => m.noexec = true,
+            "exec" => m.noexec = false,
+            "noatime" => m.noatime = true,
+            "atime" => m.noatime = false,
+            "sync" => m.sync = true,
+            "async" => m.sync = false,
+            "dirsync" => m.dirsync = true,
+            "max_read" => {
+                let v = parse_num(opt, need(opt, val)?)?;
+                m.max_read = Some(v);
+                i.max_read = v;
+            }
+            "blksize" => m.blksize = Some(parse_num(opt, need(opt, val)?)?),
+            "max_write" => i.max_write = parse_num(opt, need(opt, val)?)?,
+            "max_readahead" => i.max_readahead = Some(parse_num(opt, need(opt, val)?)?),
+            "max_background" => i.max_background = parse_num(opt, need(opt, val)?)?,
+            "congestion_threshold" => i.congestion_threshold = Some(parse_num(opt, need(opt, val)?)?),
+            "writeback_cache" => i.want |= f::WRITEBACK_CACHE,
+            "no_writeback_cache" => i.want &= !f::WRITEBACK_CACHE,
+            "async_read" => i.want |= f::ASYNC_READ,
+            "sync_read" => i.want &= !f::ASYNC_READ,
+            "parallel_dirops" => i.want |= f::PARALLEL_DIROPS,
+            "no_parallel_dirops" => i.want &= !f::PARALLEL_DIROPS,
+            "handle_killpriv_v2" => i.want |= f::HANDLE_KILLPRIV_V2,
+            "no_handle_killpriv_v2" => i.want &= !f::HANDLE_KILLPRIV_V2,
+            "splice_read" => i.want |= f::SPLICE_READ,
+            "splice_write" => i.want |= f::SPLICE_WRITE | f::SPLICE_MOVE,
+            "readdirplus" => {
+                i.want &= !(f::DO_READDIRPLUS | f::READDIRPLUS_AUTO);
+                match need(opt, val)? {
+                    "yes" => i.want |= f::DO_READDIRPLUS,
+                    "auto" => i.want |= f::DO_READDIRPLUS | f::READDIRPLUS_AUTO,
+                    "no" => {}
+                    other => {
+                        return Err(Error::BadOption { option: opt.into(), reason: format!("{other:?}: use yes, no or auto") })
+                    }
+                }
+            }
+            "attr_timeout" => self.fs.timeouts.attr = parse_secs(opt, need(opt, val)?)?,
+            "entry_timeout" => self.fs.timeouts.entry = parse_secs(opt, need(opt, val)?)?,
+            "negative_timeout" => self.fs.timeouts.negative = parse_secs(opt, need(opt, val)?)?,
+            "direct_io" => self.fs.direct_io = true,
+            "keep_cache" => self.fs.keep_cache = true,
+            "noflush" => self.fs.noflush = true,
+            _ => {
+                return Err(Error::BadOption {
+                    option: opt.into(),
+                    reason: "unknown option (see `fusebox mount --help` for the list)".into(),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_land_where_they_belong() {
+        let mut o = Options::default();
+        o.apply("allow_other,default_permissions,max_write=131072,attr_timeout=2.5,readdirplus=no,writeback_cache,fsname=src")
+            .unwrap();
+        assert!(o.mount.allow_other && o.mount.default_permissions);
+        assert_eq!(o.mount.fsname.as_deref(), Some("src"));
+        assert_eq!(o.init.max_write, 131072);
+        assert_eq!(o.fs.timeouts.attr, Duration::from_millis(2500));
+        assert_eq!(o.init.want & f::DO_READDIRPLUS, 0);
+        assert_ne!(o.init.want & f::WRITEBACK_CACHE, 0);
+    }
+
+    #[test]
+    fn bad_options_say_why() {
+        let mut o = Options::default();
+        let e = o.apply("max_write=lots").unwrap_err().to_string();
+        assert!(e.contains("max_write") && e.contains("not a number"), "{e}");
+        assert!(o.apply("frobnicate").unwrap_err().to_string().contains("unknown option"));
+        assert!(o.apply("fsname").unwrap_err().to_string().contains("needs a value"));
+    }
+}

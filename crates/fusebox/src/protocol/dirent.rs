@@ -1,0 +1,107 @@
+//! Directory listings in the kernel's dirent format.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use fusebox_abi as abi;
+use zerocopy::IntoBytes;
+
+use super::reply::DataOut;
+use crate::types::{Entry, FileType};
+
+const DIRENT_LEN: usize = size_of::<abi::Dirent>();
+const ENTRY_OUT_LEN: usize = size_of::<abi::EntryOut>();
+
+fn padded(len: usize) -> usize {
+    (len + abi::DIRENT_ALIGN - 1) & !(abi::DIRENT_ALIGN - 1)
+}
+
+/// A READDIR or READDIRPLUS reply being filled. Each entry carries the
+/// offset of the *next* entry: the kernel passes it back to continue.
+pub struct DirEntries<'a> {
+    out: &'a mut DataOut,
+    plus: bool,
+}
+
+impl<'a> DirEntries<'a> {
+    pub(crate) fn new(out: &'a mut DataOut, plus: bool) -> Self {
+        DirEntries { out, plus }
+    }
+
+    /// True for READDIRPLUS: entries need attributes, and each one added
+    /// with a non-zero node counts as a lookup (except "." and "..").
+    pub fn is_plus(&self) -> bool {
+        self.plus
+    }
+
+    fn record_len(&self, name: &OsStr) -> usize {
+        padded(if self.plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + name.len())
+    }
+
+    /// Whether an entry with this name still fits. Check before taking a
+    /// lookup reference for READDIRPLUS, so a full buffer leaks nothing.
+    pub fn has_room(&self, name: &OsStr) -> bool {
+        self.record_len(name) <= self.out.remaining()
+    }
+
+    /// Add a plain entry; `false` (and nothing added) when the buffer is full.
+    /// With READDIRPLUS this adds it without attributes (node 0), so the
+    /// kernel does not count a lookup.
+    pub fn push(&mut self, ino: u64, next_offset: u64, kind: FileType, name: &OsStr) -> bool {
+        if self.plus {
+            let mut e = Entry::negative(std::time::Duration::ZERO);
+            e.attr.ino = ino;
+            e.attr.mode = kind.mode_bits();
+            return self.push_plus(&e, next_offset, name);
+        }
+        if !self.has_room(name) {
+            return false;
+        }
+        self.write_dirent(ino, next_offset, kind.dirent_type(), name);
+        true
+    }
+
+    /// Add an entry with its lookup answer (READDIRPLUS).
+    pub fn push_plus(&mut self, entry: &Entry, next_offset: u64, name: &OsStr) -> bool {
+        if !self.has_room(name) {
+            return false;
+        }
+        if self.plus {
+            self.out.extend_from_slice(entry.to_abi().as_bytes());
+        }
+        let typ = entry.attr.kind().map_or(0, FileType::dirent_type);
+        self.write_dirent(entry.attr.ino, next_offset, typ, name);
+        true
+    }
+
+    fn write_dirent(&mut self, ino: u64, off: u64, typ: u32, name: &OsStr) {
+        let d = abi::Dirent { ino, off, namelen: name.len() as u32, typ };
+        self.out.extend_from_slice(d.as_bytes());
+        self.out.extend_from_slice(name.as_bytes());
+        let pad = padded(DIRENT_LEN + name.len()) - (DIRENT_LEN + name.len());
+        self.out.extend_from_slice(&[0u8; 8][..pad]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirent_records_are_padded_and_bounded() {
+        let mut out = DataOut::with_capacity(64);
+        out.reset(64);
+        let mut d = DirEntries::new(&mut out, false);
+        assert!(d.push(5, 1, FileType::RegularFile, OsStr::new("a")));
+        // 24 + 1 -> 32 bytes; a second 32-byte record fits exactly, a third does not.
+        assert!(d.push(6, 2, FileType::Directory, OsStr::new("bcdefgh")));
+        assert!(!d.push(7, 3, FileType::Directory, OsStr::new("x")));
+        assert_eq!(out.len(), 64);
+        assert_eq!(&out.as_slice()[0..8], &5u64.to_le_bytes());
+        assert_eq!(&out.as_slice()[8..16], &1u64.to_le_bytes());
+        assert_eq!(&out.as_slice()[16..20], &1u32.to_le_bytes());
+        assert_eq!(&out.as_slice()[20..24], &(libc::S_IFREG >> 12).to_le_bytes());
+        assert_eq!(out.as_slice()[24], b'a');
+        assert_eq!(&out.as_slice()[25..32], &[0u8; 7]);
+    }
+}

@@ -1,0 +1,15 @@
+//! The wire protocol: parse requests into typed views, build replies,
+//! negotiate INIT, send notifications. No I/O of its own: transports feed
+//! it bytes and give it a [`ReplySink`].
+
+mod dirent;
+pub mod init;
+mod notify;
+mod parse;
+mod reply;
+
+pub use dirent::DirEntries;
+pub use init::{Connection, InitConfig};
+pub use notify::Notifier;
+pub use parse::{parse_contiguous, parse_header, parse_split, BatchForgetList, Op, ParseConfig, ParseError, Request};
+pub use reply::{send_error, send_reply, Body, DataOut, ReplySink};

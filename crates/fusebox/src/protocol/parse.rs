@@ -1,0 +1,490 @@
+//! Parsing a request into a typed view.
+//!
+//! The one parse contract for every transport: a header, the opcode's
+//! argument bytes, and optionally a separate payload buffer. /dev/fuse hands
+//! all three in one buffer ([`parse_contiguous`]); FUSE-over-io_uring puts
+//! the fixed argument struct and the variable part (names, data) in separate
+//! buffers ([`parse_split`]). Every length is checked; nothing here panics on
+//! any input (the fuzz target in `fuzz/` holds us to that).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use fusebox_abi as abi;
+use fusebox_abi::flags;
+use fusebox_abi::Opcode;
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::error::Errno;
+use crate::fs::ops::*;
+use crate::types::{FileHandle, NodeId, TimeOrNow, Timespec};
+
+/// A request that could not be parsed. Answered with [`ParseError::errno`]
+/// when its unique is known, never with a panic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("request of {got} bytes is shorter than the {need}-byte header")]
+    ShortHeader { got: usize, need: usize },
+    #[error("header says {declared} bytes but {got} arrived")]
+    LengthMismatch { declared: usize, got: usize },
+    #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
+    ShortArgs { opcode: Opcode, need: usize, got: usize },
+    #[error("{opcode:?}: name is not NUL-terminated")]
+    UnterminatedName { opcode: Opcode },
+    #[error("{opcode:?}: extension length {ext} exceeds the request")]
+    BadExtensions { opcode: Opcode, ext: usize },
+}
+
+impl ParseError {
+    pub fn errno(&self) -> Errno {
+        Errno::EINVAL
+    }
+}
+
+/// What the parser must know of the negotiated session.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ParseConfig {
+    /// FUSE_SETXATTR_EXT was negotiated: SETXATTR carries the 16-byte struct.
+    pub setxattr_ext: bool,
+}
+
+/// A parsed request: the header and its typed operation.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub header: abi::InHeader,
+    pub op: Op<'a>,
+}
+
+impl Request<'_> {
+    pub fn opcode(&self) -> Opcode {
+        Opcode(self.header.opcode)
+    }
+    pub fn unique(&self) -> u64 {
+        self.header.unique
+    }
+    pub fn node(&self) -> NodeId {
+        NodeId(self.header.nodeid)
+    }
+}
+
+/// Every request the kernel sends, with its arguments typed.
+#[derive(Debug)]
+pub enum Op<'a> {
+    Init(abi::InitIn),
+    Destroy,
+    Lookup { name: &'a OsStr },
+    Forget { nlookup: u64 },
+    BatchForget { nodes: BatchForgetList<'a> },
+    Getattr { fh: Option<FileHandle> },
+    Setattr(SetAttr),
+    Readlink,
+    Symlink { name: &'a OsStr, target: &'a OsStr },
+    Mknod { name: &'a OsStr, args: Mknod },
+    Mkdir { name: &'a OsStr, args: Mkdir },
+    Unlink { name: &'a OsStr },
+    Rmdir { name: &'a OsStr },
+    Rename(Rename<'a>),
+    Link { target: NodeId, new_name: &'a OsStr },
+    Open(Open),
+    Read(Read),
+    Write(Write<'a>),
+    Statfs,
+    Release(Release),
+    Fsync { fh: FileHandle, datasync: bool },
+    Setxattr(Setxattr<'a>),
+    Getxattr { name: &'a OsStr, size: u32 },
+    Listxattr { size: u32 },
+    Removexattr { name: &'a OsStr },
+    Flush { fh: FileHandle, lock_owner: u64 },
+    Opendir(Open),
+    Readdir(Read),
+    Readdirplus(Read),
+    Releasedir(Release),
+    Fsyncdir { fh: FileHandle, datasync: bool },
+    Getlk(Lock),
+    Setlk { lock: Lock, sleep: bool },
+    Access { mask: i32 },
+    Create { name: &'a OsStr, args: Create },
+    Interrupt { unique: u64 },
+    Bmap { block: u64, blocksize: u32 },
+    Ioctl(Ioctl<'a>),
+    Poll(Poll),
+    NotifyReply { offset: u64, size: u32, data: &'a [u8] },
+    Fallocate(Fallocate),
+    Lseek(Lseek),
+    CopyFileRange { args: CopyFileRange, wide: bool },
+    Syncfs,
+    Tmpfile { args: Create },
+    Statx(Statx),
+    /// An opcode fusebox does not serve (DAX mappings, CUSE, future ones):
+    /// answered ENOSYS.
+    Unsupported,
+}
+
+/// The node list of a BATCH_FORGET, read lazily so that no allocation is needed.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchForgetList<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> BatchForgetList<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, u64)> + 'a {
+        self.bytes
+            .chunks_exact(size_of::<abi::ForgetOne>())
+            .filter_map(|c| abi::ForgetOne::read_from_bytes(c).ok())
+            .map(|f| (NodeId(f.nodeid), f.nlookup))
+    }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / size_of::<abi::ForgetOne>()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+const HEADER_LEN: usize = size_of::<abi::InHeader>();
+
+/// Parse the header alone, e.g. to answer a request whose body is broken.
+pub fn parse_header(buf: &[u8]) -> Result<abi::InHeader, ParseError> {
+    abi::InHeader::read_from_prefix(buf)
+        .map(|(h, _)| h)
+        .map_err(|_| ParseError::ShortHeader { got: buf.len(), need: HEADER_LEN })
+}
+
+/// Parse a request that arrived in one buffer, as /dev/fuse delivers it.
+pub fn parse_contiguous(buf: &[u8], cfg: ParseConfig) -> Result<Request<'_>, ParseError> {
+    let header = parse_header(buf)?;
+    let declared = header.len as usize;
+    if declared != buf.len() {
+        return Err(ParseError::LengthMismatch { declared, got: buf.len() });
+    }
+    let body = &buf[HEADER_LEN..];
+    let ext = header.total_extlen as usize * 8;
+    let Some(args_len) = body.len().checked_sub(ext) else {
+        return Err(ParseError::BadExtensions { opcode: Opcode(header.opcode), ext });
+    };
+    parse_body(header, &body[..args_len], None, cfg)
+}
+
+/// Parse a request whose fixed arguments and variable payload arrived in
+/// separate buffers, as FUSE-over-io_uring delivers them.
+pub fn parse_split<'a>(
+    header: abi::InHeader,
+    args: &'a [u8],
+    payload: &'a [u8],
+    cfg: ParseConfig,
+) -> Result<Request<'a>, ParseError> {
+    parse_body(header, args, Some(payload), cfg)
+}
+
+struct Args<'a> {
+    opcode: Opcode,
+    fixed: &'a [u8],
+    payload: Option<&'a [u8]>,
+}
+
+impl<'a> Args<'a> {
+    /// Read `T`, accepting a shorter struct of at least `min` bytes from an
+    /// older kernel (missing fields read as zero).
+    fn fixed_min<T: FromBytes + IntoBytes>(&mut self, min: usize) -> Result<T, ParseError> {
+        let want = size_of::<T>();
+        let take = want.min(self.fixed.len());
+        if take < min.min(want) {
+            return Err(ParseError::ShortArgs { opcode: self.opcode, need: min, got: self.fixed.len() });
+        }
+        let mut v = T::new_zeroed();
+        v.as_mut_bytes()[..take].copy_from_slice(&self.fixed[..take]);
+        self.fixed = &self.fixed[take..];
+        Ok(v)
+    }
+
+    fn fixed<T: FromBytes + IntoBytes>(&mut self) -> Result<T, ParseError> {
+        self.fixed_min::<T>(size_of::<T>())
+    }
+
+    /// The variable part: the separate payload if there is one, else what
+    /// follows the fixed struct.
+    fn rest(&mut self) -> &'a [u8] {
+        match self.payload.take() {
+            Some(p) => p,
+            None => std::mem::take(&mut self.fixed),
+        }
+    }
+
+    fn name(&mut self) -> Result<&'a OsStr, ParseError> {
+        let rest = self.rest();
+        let (name, tail) = split_cstr(rest).ok_or(ParseError::UnterminatedName { opcode: self.opcode })?;
+        // A second name (RENAME, SYMLINK) follows in the same variable area.
+        self.payload = Some(tail);
+        Ok(name)
+    }
+
+    fn bytes(&mut self, len: usize) -> Result<&'a [u8], ParseError> {
+        let rest = self.rest();
+        rest.get(..len).ok_or(ParseError::ShortArgs { opcode: self.opcode, need: len, got: rest.len() })
+    }
+}
+
+fn split_cstr(b: &[u8]) -> Option<(&OsStr, &[u8])> {
+    let nul = b.iter().position(|&c| c == 0)?;
+    Some((OsStr::from_bytes(&b[..nul]), &b[nul + 1..]))
+}
+
+fn opt_fh(valid: bool, fh: u64) -> Option<FileHandle> {
+    valid.then_some(FileHandle(fh))
+}
+
+fn time_arg(valid: u32, set: u32, now: u32, sec: u64, nsec: u32) -> Option<TimeOrNow> {
+    if valid & now != 0 {
+        Some(TimeOrNow::Now)
+    } else if valid & set != 0 {
+        Some(TimeOrNow::Specific(Timespec { sec: sec as i64, nsec }))
+    } else {
+        None
+    }
+}
+
+fn read_args(r: abi::ReadIn) -> Read {
+    Read {
+        fh: FileHandle(r.fh),
+        offset: r.offset,
+        size: r.size,
+        flags: r.flags as i32,
+        lock_owner: (r.read_flags & flags::READ_LOCKOWNER != 0).then_some(r.lock_owner),
+    }
+}
+
+fn release_args(r: abi::ReleaseIn) -> Release {
+    Release {
+        fh: FileHandle(r.fh),
+        flags: r.flags as i32,
+        flush: r.release_flags & flags::release::FLUSH != 0,
+        flock_unlock: r.release_flags & flags::release::FLOCK_UNLOCK != 0,
+        lock_owner: r.lock_owner,
+    }
+}
+
+fn lock_args(l: abi::LkIn) -> Lock {
+    Lock {
+        fh: FileHandle(l.fh),
+        owner: l.owner,
+        start: l.lk.start,
+        end: l.lk.end,
+        typ: l.lk.typ as i32,
+        pid: l.lk.pid,
+        flock: l.lk_flags & flags::LK_FLOCK != 0,
+    }
+}
+
+fn parse_body<'a>(
+    header: abi::InHeader,
+    fixed: &'a [u8],
+    payload: Option<&'a [u8]>,
+    cfg: ParseConfig,
+) -> Result<Request<'a>, ParseError> {
+    let opcode = Opcode(header.opcode);
+    let mut a = Args { opcode, fixed, payload };
+    let op = match opcode {
+        Opcode::INIT => Op::Init(a.fixed_min::<abi::InitIn>(abi::COMPAT_INIT_IN_SIZE)?),
+        Opcode::DESTROY => Op::Destroy,
+        Opcode::LOOKUP => Op::Lookup { name: a.name()? },
+        Opcode::FORGET => Op::Forget { nlookup: a.fixed::<abi::ForgetIn>()?.nlookup },
+        Opcode::BATCH_FORGET => {
+            let count = a.fixed::<abi::BatchForgetIn>()?.count as usize;
+            let need = count.saturating_mul(size_of::<abi::ForgetOne>());
+            Op::BatchForget { nodes: BatchForgetList { bytes: a.bytes(need)? } }
+        }
+        Opcode::GETATTR => {
+            let g = a.fixed::<abi::GetattrIn>()?;
+            Op::Getattr { fh: opt_fh(g.getattr_flags & flags::GETATTR_FH != 0, g.fh) }
+        }
+        Opcode::SETATTR => {
+            let s = a.fixed::<abi::SetattrIn>()?;
+            let v = s.valid;
+            use flags::fattr::*;
+            Op::Setattr(SetAttr {
+                fh: opt_fh(v & FH != 0, s.fh),
+                mode: (v & MODE != 0).then_some(s.mode),
+                uid: (v & UID != 0).then_some(s.uid),
+                gid: (v & GID != 0).then_some(s.gid),
+                size: (v & SIZE != 0).then_some(s.size),
+                atime: time_arg(v, ATIME, ATIME_NOW, s.atime, s.atimensec),
+                mtime: time_arg(v, MTIME, MTIME_NOW, s.mtime, s.mtimensec),
+                ctime: (v & CTIME != 0).then_some(Timespec { sec: s.ctime as i64, nsec: s.ctimensec }),
+                lock_owner: (v & LOCKOWNER != 0).then_some(s.lock_owner),
+                kill_suidgid: v & KILL_SUIDGID != 0,
+            })
+        }
+        Opcode::READLINK => Op::Readlink,
+        Opcode::SYMLINK => {
+            // The new entry's name comes first, then the link target.
+            let name = a.name()?;
+            let target = a.name()?;
+            Op::Symlink { name, target }
+        }
+        Opcode::MKNOD => {
+            let m = a.fixed::<abi::MknodIn>()?;
+            Op::Mknod { name: a.name()?, args: Mknod { mode: m.mode, rdev: m.rdev, umask: m.umask } }
+        }
+        Opcode::MKDIR => {
+            let m = a.fixed::<abi::MkdirIn>()?;
+            Op::Mkdir { name: a.name()?, args: Mkdir { mode: m.mode, umask: m.umask } }
+        }
+        Opcode::UNLINK => Op::Unlink { name: a.name()? },
+        Opcode::RMDIR => Op::Rmdir { name: a.name()? },
+        Opcode::RENAME | Opcode::RENAME2 => {
+            let (newdir, flags) = if opcode == Opcode::RENAME {
+                (a.fixed::<abi::RenameIn>()?.newdir, 0)
+            } else {
+                let r = a.fixed::<abi::Rename2In>()?;
+                (r.newdir, r.flags)
+            };
+            let name = a.name()?;
+            let new_name = a.name()?;
+            Op::Rename(Rename { parent: NodeId(header.nodeid), name, new_parent: NodeId(newdir), new_name, flags })
+        }
+        Opcode::LINK => {
+            let l = a.fixed::<abi::LinkIn>()?;
+            Op::Link { target: NodeId(l.oldnodeid), new_name: a.name()? }
+        }
+        Opcode::OPEN | Opcode::OPENDIR => {
+            let o = a.fixed::<abi::OpenIn>()?;
+            let open = Open { flags: o.flags as i32, kill_suidgid: o.open_flags & flags::open_in::KILL_SUIDGID != 0 };
+            if opcode == Opcode::OPEN {
+                Op::Open(open)
+            } else {
+                Op::Opendir(open)
+            }
+        }
+        Opcode::READ => Op::Read(read_args(a.fixed()?)),
+        Opcode::READDIR => Op::Readdir(read_args(a.fixed()?)),
+        Opcode::READDIRPLUS => Op::Readdirplus(read_args(a.fixed()?)),
+        Opcode::WRITE => {
+            let w = a.fixed::<abi::WriteIn>()?;
+            let data = a.bytes(w.size as usize)?;
+            Op::Write(Write {
+                fh: FileHandle(w.fh),
+                offset: w.offset,
+                data,
+                flags: w.flags as i32,
+                lock_owner: (w.write_flags & flags::write::LOCKOWNER != 0).then_some(w.lock_owner),
+                from_cache: w.write_flags & flags::write::CACHE != 0,
+                kill_suidgid: w.write_flags & flags::write::KILL_SUIDGID != 0,
+            })
+        }
+        Opcode::STATFS => Op::Statfs,
+        Opcode::RELEASE => Op::Release(release_args(a.fixed()?)),
+        Opcode::RELEASEDIR => Op::Releasedir(release_args(a.fixed()?)),
+        Opcode::FSYNC | Opcode::FSYNCDIR => {
+            let f = a.fixed::<abi::FsyncIn>()?;
+            let (fh, datasync) = (FileHandle(f.fh), f.fsync_flags & flags::FSYNC_FDATASYNC != 0);
+            if opcode == Opcode::FSYNC {
+                Op::Fsync { fh, datasync }
+            } else {
+                Op::Fsyncdir { fh, datasync }
+            }
+        }
+        Opcode::SETXATTR => {
+            let s = if cfg.setxattr_ext {
+                a.fixed::<abi::SetxattrIn>()?
+            } else {
+                let c = a.fixed_min::<abi::GetxattrIn>(abi::COMPAT_SETXATTR_IN_SIZE)?;
+                abi::SetxattrIn { size: c.size, flags: c.padding, ..Default::default() }
+            };
+            let name = a.name()?;
+            let value = a.bytes(s.size as usize)?;
+            Op::Setxattr(Setxattr { name, value, flags: s.flags as i32, setxattr_flags: s.setxattr_flags })
+        }
+        Opcode::GETXATTR => {
+            let g = a.fixed::<abi::GetxattrIn>()?;
+            Op::Getxattr { name: a.name()?, size: g.size }
+        }
+        Opcode::LISTXATTR => Op::Listxattr { size: a.fixed::<abi::GetxattrIn>()?.size },
+        Opcode::REMOVEXATTR => Op::Removexattr { name: a.name()? },
+        Opcode::FLUSH => {
+            let f = a.fixed::<abi::FlushIn>()?;
+            Op::Flush { fh: FileHandle(f.fh), lock_owner: f.lock_owner }
+        }
+        Opcode::GETLK => Op::Getlk(lock_args(a.fixed()?)),
+        Opcode::SETLK | Opcode::SETLKW => {
+            Op::Setlk { lock: lock_args(a.fixed()?), sleep: opcode == Opcode::SETLKW }
+        }
+        Opcode::ACCESS => Op::Access { mask: a.fixed::<abi::AccessIn>()?.mask as i32 },
+        Opcode::CREATE | Opcode::TMPFILE => {
+            let c = a.fixed::<abi::CreateIn>()?;
+            let args = Create {
+                flags: c.flags as i32,
+                mode: c.mode,
+                umask: c.umask,
+                kill_suidgid: c.open_flags & flags::open_in::KILL_SUIDGID != 0,
+            };
+            if opcode == Opcode::CREATE {
+                Op::Create { name: a.name()?, args }
+            } else {
+                Op::Tmpfile { args }
+            }
+        }
+        Opcode::INTERRUPT => Op::Interrupt { unique: a.fixed::<abi::InterruptIn>()?.unique },
+        Opcode::BMAP => {
+            let b = a.fixed::<abi::BmapIn>()?;
+            Op::Bmap { block: b.block, blocksize: b.blocksize }
+        }
+        Opcode::IOCTL => {
+            let i = a.fixed::<abi::IoctlIn>()?;
+            let input = a.bytes(i.in_size as usize)?;
+            Op::Ioctl(Ioctl { fh: FileHandle(i.fh), flags: i.flags, cmd: i.cmd, arg: i.arg, input, out_size: i.out_size })
+        }
+        Opcode::POLL => {
+            let p = a.fixed::<abi::PollIn>()?;
+            Op::Poll(Poll {
+                fh: FileHandle(p.fh),
+                kh: p.kh,
+                schedule_notify: p.flags & flags::POLL_SCHEDULE_NOTIFY != 0,
+                events: p.events,
+            })
+        }
+        Opcode::NOTIFY_REPLY => {
+            let r = a.fixed::<abi::NotifyRetrieveIn>()?;
+            let data = a.bytes(r.size as usize)?;
+            Op::NotifyReply { offset: r.offset, size: r.size, data }
+        }
+        Opcode::FALLOCATE => {
+            let f = a.fixed::<abi::FallocateIn>()?;
+            Op::Fallocate(Fallocate { fh: FileHandle(f.fh), offset: f.offset, length: f.length, mode: f.mode as i32 })
+        }
+        Opcode::LSEEK => {
+            let l = a.fixed::<abi::LseekIn>()?;
+            Op::Lseek(Lseek { fh: FileHandle(l.fh), offset: l.offset, whence: l.whence as i32 })
+        }
+        Opcode::COPY_FILE_RANGE | Opcode::COPY_FILE_RANGE_64 => {
+            let c = a.fixed::<abi::CopyFileRangeIn>()?;
+            Op::CopyFileRange {
+                args: CopyFileRange {
+                    node_in: NodeId(header.nodeid),
+                    fh_in: FileHandle(c.fh_in),
+                    off_in: c.off_in,
+                    node_out: NodeId(c.nodeid_out),
+                    fh_out: FileHandle(c.fh_out),
+                    off_out: c.off_out,
+                    len: c.len,
+                    flags: c.flags,
+                },
+                wide: opcode == Opcode::COPY_FILE_RANGE_64,
+            }
+        }
+        Opcode::SYNCFS => {
+            a.fixed::<abi::SyncfsIn>()?;
+            Op::Syncfs
+        }
+        Opcode::STATX => {
+            let s = a.fixed::<abi::StatxIn>()?;
+            Op::Statx(Statx {
+                fh: opt_fh(s.getattr_flags & flags::GETATTR_FH != 0, s.fh),
+                flags: s.sx_flags,
+                mask: s.sx_mask,
+            })
+        }
+        _ => Op::Unsupported,
+    };
+    Ok(Request { header, op })
+}

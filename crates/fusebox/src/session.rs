@@ -1,0 +1,311 @@
+//! A session owns a mount, its transport's workers and the filesystem, and
+//! unmounts when dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fusebox_abi as abi;
+use zerocopy::IntoBytes;
+
+use crate::dispatch::{Dispatcher, Worker};
+use crate::error::Error;
+use crate::fs::Filesystem;
+use crate::mount::{Mount, Options};
+use crate::protocol::{init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op, ParseConfig};
+use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
+use crate::transport::dev::{self, DevChannel, WorkerExit};
+use crate::transport::TransportKind;
+
+/// How a session runs, beyond the `-o` options.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub transport: TransportKind,
+    /// Worker threads (each with its own cloned /dev/fuse fd).
+    pub workers: usize,
+    /// Pin worker i to CPU i mod ncpus.
+    pub pin_workers: bool,
+    /// Serve `fusebox stats` on a unix socket.
+    pub stats_socket: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        SessionConfig { transport: TransportKind::Classic, workers: cpus.max(2), pin_workers: false, stats_socket: true }
+    }
+}
+
+/// A mounted, running filesystem.
+pub struct Session<F: Filesystem> {
+    mount: Arc<Mount>,
+    dispatcher: Arc<Dispatcher<F>>,
+    conn: Connection,
+    notifier: Notifier,
+    workers: Vec<JoinHandle<Result<WorkerExit, Error>>>,
+    live_workers: Arc<AtomicUsize>,
+    stats: Arc<Vec<Arc<WorkerStats>>>,
+    stats_server: Option<StatsServer>,
+    transport: TransportKind,
+}
+
+impl<F: Filesystem> Session<F> {
+    /// Mount `fs` at `mountpoint`, negotiate INIT, start the workers.
+    pub fn mount(fs: F, mountpoint: &Path, opts: &Options, cfg: SessionConfig) -> Result<Session<F>, Error> {
+        let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
+        let fs = Arc::new(fs);
+        let notifier = Notifier::new(Arc::new(DevChannel::new(mount.device().try_clone()?)));
+        let conn = handshake(&mount, &*fs, &opts.init, &notifier)?;
+        tracing::info!(
+            mountpoint = %mount.mountpoint().display(),
+            proto = format!("7.{}", conn.proto_minor),
+            max_write = conn.max_write,
+            flags = ?conn.flag_names(),
+            "mounted"
+        );
+
+        let workers_n = cfg.workers.max(1);
+        let parse = ParseConfig { setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT) };
+        let dispatcher = Arc::new(Dispatcher::new(fs, parse, notifier.clone(), workers_n));
+        let stats: Arc<Vec<Arc<WorkerStats>>> =
+            Arc::new((0..workers_n).map(|i| Arc::new(WorkerStats::new(format!("{}/{i}", cfg.transport)))).collect());
+        let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let live_workers = Arc::new(AtomicUsize::new(workers_n));
+
+        let mut workers = Vec::with_capacity(workers_n);
+        for i in 0..workers_n {
+            let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
+                .map_err(|source| Error::Clone { worker: i, source })?;
+            let channel = DevChannel::new(fd);
+            let dispatcher = dispatcher.clone();
+            let mut worker = Worker { data: DataOut::with_capacity(buf_size), stats: stats[i].clone(), slot: i };
+            let live = live_workers.clone();
+            let pin = cfg.pin_workers.then_some(i % cpus);
+            let handle = std::thread::Builder::new().name(format!("fusebox-dev-{i}")).spawn(move || {
+                if let Some(cpu) = pin {
+                    if let Err(e) = dev::pin_to_cpu(cpu) {
+                        tracing::warn!(cpu, error = %e, "cannot pin worker");
+                    }
+                }
+                let r = dev::run_worker(&dispatcher, &channel, &mut worker, buf_size);
+                live.fetch_sub(1, Ordering::AcqRel);
+                r
+            })?;
+            workers.push(handle);
+        }
+
+        let mut session = Session {
+            mount,
+            dispatcher,
+            conn,
+            notifier,
+            workers,
+            live_workers,
+            stats,
+            stats_server: None,
+            transport: cfg.transport,
+        };
+        if cfg.stats_socket {
+            let snap = session.snapshot_fn();
+            match StatsServer::start(session.mountpoint(), snap) {
+                Ok(s) => session.stats_server = Some(s),
+                Err(e) => tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"),
+            }
+        }
+        Ok(session)
+    }
+
+    fn snapshot_fn(&self) -> impl Fn() -> Snapshot + Send + 'static {
+        let stats = self.stats.clone();
+        let mountpoint = self.mount.mountpoint().display().to_string();
+        let transport = self.transport.to_string();
+        let proto_minor = self.conn.proto_minor;
+        let flags: Vec<String> = self.conn.flag_names().into_iter().map(String::from).collect();
+        let started = Instant::now();
+        move || Snapshot {
+            mountpoint: mountpoint.clone(),
+            pid: std::process::id(),
+            transport: transport.clone(),
+            workers: stats.iter().map(|w| w.label.clone()).collect(),
+            proto_minor,
+            flags: flags.clone(),
+            uptime_ms: started.elapsed().as_millis() as u64,
+            ops: stats::collect(&stats),
+        }
+    }
+
+    /// Current per-request-type statistics.
+    pub fn snapshot(&self) -> Snapshot {
+        (self.snapshot_fn())()
+    }
+
+    pub fn mountpoint(&self) -> &Path {
+        self.mount.mountpoint()
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+
+    pub fn filesystem(&self) -> &Arc<F> {
+        self.dispatcher.filesystem()
+    }
+
+    /// The fusectl connection number of this mount.
+    pub fn connection_id(&self) -> Option<u32> {
+        self.mount.connection_id()
+    }
+
+    /// Path of the stats socket, if serving.
+    pub fn stats_socket(&self) -> Option<PathBuf> {
+        self.stats_server.as_ref().map(|s| s.path().to_path_buf())
+    }
+
+    /// Unmount (lazily) and abort the connection if the workers have not
+    /// stopped within `grace`: open files then fail with ENOTCONN instead of
+    /// keeping the daemon alive forever.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle { mount: self.mount.clone(), live_workers: self.live_workers.clone() }
+    }
+
+    /// Unmount on SIGINT, SIGTERM and SIGHUP.
+    pub fn unmount_on_signals(&self, grace: Duration) -> Result<(), Error> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        let handle = self.shutdown_handle();
+        std::thread::Builder::new().name("fusebox-signals".into()).spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "unmounting on signal");
+                handle.shutdown(grace);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Block until every worker has stopped (the filesystem was unmounted or
+    /// the connection aborted).
+    pub fn wait(mut self) -> Result<(), Error> {
+        let mut first_err = None;
+        for h in self.workers.drain(..) {
+            match h.join() {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "worker failed");
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => tracing::error!("worker thread panicked outside a request"),
+            }
+        }
+        // The kernel is gone; DESTROY may not have been sent (lazy unmount,
+        // abort). Give the filesystem its destroy call either way.
+        self.mount.unmount().ok();
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Unmounts a session from another thread (signal handler, test watchdog).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    mount: Arc<Mount>,
+    live_workers: Arc<AtomicUsize>,
+}
+
+impl ShutdownHandle {
+    pub fn shutdown(&self, grace: Duration) {
+        if let Err(e) = self.mount.unmount() {
+            tracing::warn!(error = %e, "unmount failed");
+        }
+        if !self.wait_workers(grace) {
+            tracing::warn!("workers still busy after unmount; aborting the connection");
+            if let Err(e) = self.mount.abort() {
+                tracing::warn!(error = %e, "abort failed");
+            }
+        }
+    }
+
+    /// Abort the connection now (every pending request fails with ENOTCONN).
+    pub fn abort(&self) -> Result<(), Error> {
+        self.mount.abort()
+    }
+
+    /// Wait up to `timeout` for all workers to stop.
+    pub fn wait_workers(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.live_workers.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+}
+
+impl<F: Filesystem> Drop for Session<F> {
+    fn drop(&mut self) {
+        if self.workers.is_empty() {
+            return;
+        }
+        let handle = self.shutdown_handle();
+        handle.shutdown(Duration::from_secs(5));
+        if !handle.wait_workers(Duration::from_secs(5)) {
+            tracing::error!("workers did not stop after abort; leaving them detached");
+            self.workers.clear();
+            return;
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Read INIT from the device and answer it, retrying once if the kernel
+/// offers a newer major version.
+fn handshake<F: Filesystem>(mount: &Mount, fs: &F, cfg: &init::InitConfig, notifier: &Notifier) -> Result<Connection, Error> {
+    let channel = DevChannel::new(mount.device().try_clone()?);
+    let mut buf = vec![0u8; abi::MIN_READ_BUFFER.max(64 << 10)];
+    loop {
+        let n = loop {
+            match rustix::io::read(channel.fd(), &mut buf[..]) {
+                Ok(n) => break n,
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
+                Err(e) => return Err(Error::DeviceRead(e.into())),
+            }
+        };
+        let req = parse_contiguous(&buf[..n], ParseConfig::default())?;
+        let unique = req.unique();
+        let Op::Init(init_in) = req.op else {
+            let op = req.opcode();
+            let _ = send_error(&channel, unique, crate::error::Errno::EIO);
+            return Err(Error::NoInit(op));
+        };
+        match init::begin(&init_in, cfg) {
+            Ok(init::InitStep::Retry(out)) => {
+                send_reply(&channel, unique, Ok(Body::fixed(&out))).map_err(Error::DeviceWrite)?;
+                continue;
+            }
+            Ok(init::InitStep::Proceed(mut conn)) => {
+                if let Err(e) = fs.init(&mut conn, notifier) {
+                    let _ = send_error(&channel, unique, e);
+                    return Err(Error::Io(std::io::Error::other(format!("filesystem init failed: {e}"))));
+                }
+                let out = init::finish(&mut conn);
+                let len = init::reply_len(conn.proto_minor);
+                send_reply(&channel, unique, Ok(Body { fixed: &out.as_bytes()[..len], data: &[] }))
+                    .map_err(Error::DeviceWrite)?;
+                return Ok(conn);
+            }
+            Err(e) => {
+                let _ = send_error(&channel, unique, e.errno());
+                return Err(e);
+            }
+        }
+    }
+}

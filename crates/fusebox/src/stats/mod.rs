@@ -1,0 +1,175 @@
+//! Always-on request statistics (Vangoor et al.'s per-type latency
+//! histograms): per opcode, a count and a log2 histogram of service time.
+//!
+//! Each worker thread owns one [`WorkerStats`] and is its only writer, so an
+//! update is a relaxed load+store pair on a cache line nobody else writes: no
+//! lock, no contended atomic. Readers sum all workers' tables.
+
+mod server;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use fusebox_abi::Opcode;
+use serde::{Deserialize, Serialize};
+
+pub use server::{fetch, socket_path_for, StatsServer};
+
+/// Histogram bins: bin N counts requests that took 2^(N+1)..2^(N+2) ns.
+pub const BINS: usize = 32;
+
+/// The bin for a latency of `ns` nanoseconds.
+#[inline]
+pub fn bin_for(ns: u64) -> usize {
+    // floor(log2(ns)) - 1, clamped: 0..3 ns fall into bin 0, >= 2^33 ns into bin 31.
+    let log2 = 63u32.saturating_sub(ns.max(1).leading_zeros());
+    (log2.saturating_sub(1) as usize).min(BINS - 1)
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+struct OpCounters {
+    count: AtomicU64,
+    errors: AtomicU64,
+    total_ns: AtomicU64,
+    bins: [AtomicU64; BINS],
+}
+
+/// One worker's counters. Written by that worker only.
+pub struct WorkerStats {
+    ops: Box<[OpCounters]>,
+    /// Label shown by `fusebox stats` (e.g. "dev/0").
+    pub label: String,
+}
+
+impl WorkerStats {
+    pub fn new(label: impl Into<String>) -> WorkerStats {
+        WorkerStats { ops: (0..Opcode::TABLE_LEN).map(|_| OpCounters::default()).collect(), label: label.into() }
+    }
+
+    /// Record one request. Single writer: load+store instead of fetch_add
+    /// keeps this to plain moves on x86.
+    #[inline]
+    pub fn record(&self, op: Opcode, elapsed: Duration, failed: bool) {
+        let c = &self.ops[op.table_index()];
+        let ns = elapsed.as_nanos().min(u64::MAX as u128) as u64;
+        bump(&c.count, 1);
+        bump(&c.total_ns, ns);
+        bump(&c.bins[bin_for(ns)], 1);
+        if failed {
+            bump(&c.errors, 1);
+        }
+    }
+}
+
+#[inline]
+fn bump(a: &AtomicU64, by: u64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+/// Totals for one request type.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct OpSnapshot {
+    pub opcode: u32,
+    pub name: String,
+    pub count: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    /// `bins[n]` = requests that took 2^(n+1)..2^(n+2) ns.
+    pub bins: Vec<u64>,
+}
+
+impl OpSnapshot {
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
+
+    /// Upper bound of the bin holding quantile `q` (0..=1), in ns.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        let target = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.bins.iter().enumerate() {
+            seen += n;
+            if seen >= target {
+                return 1u64 << (i + 2);
+            }
+        }
+        0
+    }
+}
+
+/// What `fusebox stats` prints: per-type totals across all workers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    pub mountpoint: String,
+    pub pid: u32,
+    pub transport: String,
+    pub workers: Vec<String>,
+    pub proto_minor: u32,
+    pub flags: Vec<String>,
+    pub uptime_ms: u64,
+    pub ops: Vec<OpSnapshot>,
+}
+
+impl Snapshot {
+    pub fn op(&self, name: &str) -> Option<&OpSnapshot> {
+        self.ops.iter().find(|o| o.name == name)
+    }
+
+    pub fn total_requests(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+}
+
+/// Sum the workers' tables into per-type totals (types never seen are left out).
+pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
+    let mut out = Vec::new();
+    for idx in 0..Opcode::TABLE_LEN {
+        let mut s = OpSnapshot { opcode: idx as u32, bins: vec![0; BINS], ..Default::default() };
+        for w in workers {
+            let c = &w.ops[idx];
+            s.count += c.count.load(Ordering::Relaxed);
+            s.errors += c.errors.load(Ordering::Relaxed);
+            s.total_ns += c.total_ns.load(Ordering::Relaxed);
+            for (b, a) in s.bins.iter_mut().zip(&c.bins) {
+                *b += a.load(Ordering::Relaxed);
+            }
+        }
+        if s.count > 0 {
+            s.name = if idx == 0 { "UNKNOWN".into() } else { Opcode(idx as u32).name().into() };
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn bins_follow_the_log2_layout() {
+        assert_eq!(bin_for(0), 0);
+        assert_eq!(bin_for(3), 0);
+        assert_eq!(bin_for(4), 1); // 2^2..2^3
+        assert_eq!(bin_for(7), 1);
+        assert_eq!(bin_for(1000), 8); // 2^9 = 512 <= 1000 < 1024
+        assert_eq!(bin_for(u64::MAX), BINS - 1);
+    }
+
+    #[test]
+    fn workers_are_summed_per_type() {
+        let a = Arc::new(WorkerStats::new("a"));
+        let b = Arc::new(WorkerStats::new("b"));
+        a.record(Opcode::LOOKUP, Duration::from_nanos(1000), false);
+        b.record(Opcode::LOOKUP, Duration::from_nanos(3000), true);
+        b.record(Opcode(9999), Duration::from_nanos(10), false);
+        let s = collect(&[a, b]);
+        let lookup = s.iter().find(|o| o.name == "LOOKUP").unwrap();
+        assert_eq!((lookup.count, lookup.errors, lookup.total_ns), (2, 1, 4000));
+        assert_eq!(lookup.bins[8] + lookup.bins[10], 2);
+        assert_eq!(lookup.quantile_ns(0.5), 1 << 10);
+        assert!(s.iter().any(|o| o.name == "UNKNOWN"));
+    }
+}

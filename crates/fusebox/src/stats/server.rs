@@ -1,0 +1,107 @@
+//! Serving snapshots over a unix socket, so `fusebox stats MOUNTPOINT` can
+//! read a running daemon without restarting it.
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::Error;
+
+use super::Snapshot;
+
+/// Where the daemon serving `mountpoint` listens: one socket per mount,
+/// named by a hash of the canonical mount path, under the runtime dir.
+pub fn socket_path_for(mountpoint: &Path) -> PathBuf {
+    let canonical = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    // FNV-1a: stable across builds and processes, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canonical.as_os_str().as_encoded_bytes() {
+        h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    runtime_dir().join(format!("{h:016x}.sock"))
+}
+
+fn runtime_dir() -> PathBuf {
+    let base = if rustix::process::geteuid().is_root() {
+        PathBuf::from("/run")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir)
+    };
+    base.join("fusebox")
+}
+
+/// A thread answering each connection with one JSON snapshot.
+pub struct StatsServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StatsServer {
+    pub fn start(mountpoint: &Path, snapshot: impl Fn() -> Snapshot + Send + 'static) -> Result<StatsServer, Error> {
+        let path = socket_path_for(mountpoint);
+        let err = |source| Error::Stats { path: path.clone(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        // A stale socket from a daemon that died; a live one would mean two
+        // daemons on one mountpoint, which mount(2) already prevents.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(err)?;
+        listener.set_nonblocking(true).map_err(err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fusebox-stats".into())
+            .spawn(move || serve(listener, stop2, snapshot))
+            .map_err(err)?;
+        Ok(StatsServer { path, stop, thread: Some(thread) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn serve(listener: UnixListener, stop: Arc<AtomicBool>, snapshot: impl Fn() -> Snapshot) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+                if let Ok(json) = serde_json::to_vec(&snapshot()) {
+                    let _ = conn.write_all(&json);
+                }
+            }
+            // Polling keeps shutdown simple (no self-pipe); 50 ms is
+            // invisible to a human running `fusebox stats`.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+impl Drop for StatsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Read a snapshot from the daemon serving `mountpoint`.
+pub fn fetch(mountpoint: &Path) -> Result<Snapshot, Error> {
+    let path = socket_path_for(mountpoint);
+    let err = |source| Error::Stats { path: path.clone(), source };
+    let mut conn = UnixStream::connect(&path).map_err(err)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(err)?;
+    let mut buf = Vec::new();
+    conn.read_to_end(&mut buf).map_err(err)?;
+    serde_json::from_slice(&buf).map_err(|e| err(e.into()))
+}

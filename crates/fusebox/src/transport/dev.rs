@@ -1,0 +1,80 @@
+//! The classic transport: worker threads reading /dev/fuse, each on its own
+//! cloned fd so the kernel hands requests to them without a shared lock.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::dispatch::{Dispatcher, Worker};
+use crate::error::Error;
+use crate::fs::Filesystem;
+use crate::protocol::ReplySink;
+
+/// One /dev/fuse fd as a reply sink: a reply is one `writev`.
+pub struct DevChannel {
+    fd: OwnedFd,
+}
+
+impl DevChannel {
+    pub fn new(fd: OwnedFd) -> DevChannel {
+        DevChannel { fd }
+    }
+
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+impl ReplySink for DevChannel {
+    fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
+        let mut iov = [IoSlice::new(&[]); 4];
+        let n = parts.len().min(iov.len());
+        for (slot, p) in iov.iter_mut().zip(parts) {
+            *slot = IoSlice::new(p);
+        }
+        loop {
+            match rustix::io::writev(self.fd.as_fd(), &iov[..n]) {
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Why a worker stopped.
+#[derive(Debug)]
+pub enum WorkerExit {
+    /// The filesystem was unmounted (ENODEV).
+    Unmounted,
+    /// The connection was aborted through fusectl (ECONNABORTED).
+    Aborted,
+}
+
+/// Serve requests until the mount goes away. `buf_size` must hold the
+/// largest request: max_write plus headers.
+pub fn run_worker<F: Filesystem>(
+    dispatcher: &Dispatcher<F>,
+    channel: &DevChannel,
+    worker: &mut Worker,
+    buf_size: usize,
+) -> Result<WorkerExit, Error> {
+    let mut buf = vec![0u8; buf_size];
+    loop {
+        match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
+            Ok(n) => dispatcher.dispatch_contiguous(&buf[..n], worker, channel),
+            // ENOENT: the request was interrupted before we read it.
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN | rustix::io::Errno::NOENT) => continue,
+            Err(rustix::io::Errno::NODEV) => return Ok(WorkerExit::Unmounted),
+            Err(rustix::io::Errno::CONNABORTED) => return Ok(WorkerExit::Aborted),
+            Err(e) => return Err(Error::DeviceRead(e.into())),
+        }
+    }
+}
+
+/// Pin the calling thread to `cpu` (XFUSE's "increased parallelism" keeps a
+/// worker's cache warm; whether it pays is measured, not assumed).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
+}

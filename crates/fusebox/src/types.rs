@@ -1,0 +1,257 @@
+//! The value types a filesystem sees and returns.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A kernel node id. [`NodeId::ROOT`] is the mount's root directory.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct NodeId(pub u64);
+
+impl NodeId {
+    pub const ROOT: NodeId = NodeId(fusebox_abi::ROOT_ID);
+}
+
+/// An opaque handle a filesystem returns from open/opendir/create.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct FileHandle(pub u64);
+
+/// File type, the `S_IFMT` part of a mode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FileType {
+    RegularFile,
+    Directory,
+    Symlink,
+    BlockDevice,
+    CharDevice,
+    NamedPipe,
+    Socket,
+}
+
+impl FileType {
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & libc::S_IFMT {
+            libc::S_IFREG => FileType::RegularFile,
+            libc::S_IFDIR => FileType::Directory,
+            libc::S_IFLNK => FileType::Symlink,
+            libc::S_IFBLK => FileType::BlockDevice,
+            libc::S_IFCHR => FileType::CharDevice,
+            libc::S_IFIFO => FileType::NamedPipe,
+            libc::S_IFSOCK => FileType::Socket,
+            _ => return None,
+        })
+    }
+
+    /// The `S_IFMT` bits.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::RegularFile => libc::S_IFREG,
+            FileType::Directory => libc::S_IFDIR,
+            FileType::Symlink => libc::S_IFLNK,
+            FileType::BlockDevice => libc::S_IFBLK,
+            FileType::CharDevice => libc::S_IFCHR,
+            FileType::NamedPipe => libc::S_IFIFO,
+            FileType::Socket => libc::S_IFSOCK,
+        }
+    }
+
+    /// The `d_type` value readdir reports (`DT_*`).
+    pub fn dirent_type(self) -> u32 {
+        self.mode_bits() >> 12
+    }
+}
+
+/// A point in time as seconds and nanoseconds since the epoch.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Default)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        Timespec::from(SystemTime::now())
+    }
+}
+
+impl From<SystemTime> for Timespec {
+    fn from(t: SystemTime) -> Self {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+            Err(e) => {
+                let d = e.duration();
+                if d.subsec_nanos() == 0 {
+                    Timespec { sec: -(d.as_secs() as i64), nsec: 0 }
+                } else {
+                    Timespec { sec: -(d.as_secs() as i64) - 1, nsec: 1_000_000_000 - d.subsec_nanos() }
+                }
+            }
+        }
+    }
+}
+
+/// Attributes of a node, as `stat(2)` reports them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct FileAttr {
+    pub ino: u64,
+    pub size: u64,
+    /// In 512-byte units.
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    /// File type and permission bits together, as in `st_mode`.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub blksize: u32,
+}
+
+impl FileAttr {
+    pub fn kind(&self) -> Option<FileType> {
+        FileType::from_mode(self.mode)
+    }
+
+    pub(crate) fn to_abi(self) -> fusebox_abi::Attr {
+        fusebox_abi::Attr {
+            ino: self.ino,
+            size: self.size,
+            blocks: self.blocks,
+            atime: self.atime.sec as u64,
+            mtime: self.mtime.sec as u64,
+            ctime: self.ctime.sec as u64,
+            atimensec: self.atime.nsec,
+            mtimensec: self.mtime.nsec,
+            ctimensec: self.ctime.nsec,
+            mode: self.mode,
+            nlink: self.nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: self.rdev,
+            blksize: self.blksize,
+            flags: 0,
+        }
+    }
+}
+
+impl From<&rustix::fs::Stat> for FileAttr {
+    fn from(st: &rustix::fs::Stat) -> Self {
+        FileAttr {
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            blocks: st.st_blocks as u64,
+            atime: Timespec { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
+            mtime: Timespec { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
+            ctime: Timespec { sec: st.st_ctime, nsec: st.st_ctime_nsec as u32 },
+            mode: st.st_mode,
+            nlink: st.st_nlink as u32,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev as u32,
+            blksize: st.st_blksize as u32,
+        }
+    }
+}
+
+/// How long the kernel may cache names and attributes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Timeouts {
+    pub entry: Duration,
+    pub attr: Duration,
+    /// For a name that does not exist; zero disables negative caching.
+    pub negative: Duration,
+}
+
+impl Default for Timeouts {
+    /// libfuse's defaults: one second for names and attributes, no negative caching.
+    fn default() -> Self {
+        Timeouts { entry: Duration::from_secs(1), attr: Duration::from_secs(1), negative: Duration::ZERO }
+    }
+}
+
+/// The answer to a name lookup: a node and its attributes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Entry {
+    /// `NodeId(0)` marks a negative entry (the name does not exist).
+    pub node: NodeId,
+    pub generation: u64,
+    pub attr: FileAttr,
+    pub entry_ttl: Duration,
+    pub attr_ttl: Duration,
+}
+
+impl Entry {
+    pub fn new(node: NodeId, attr: FileAttr, t: &Timeouts) -> Entry {
+        Entry { node, generation: 0, attr, entry_ttl: t.entry, attr_ttl: t.attr }
+    }
+
+    /// "No such name, and remember that for `ttl`."
+    pub fn negative(ttl: Duration) -> Entry {
+        Entry { node: NodeId(0), generation: 0, attr: FileAttr::default(), entry_ttl: ttl, attr_ttl: Duration::ZERO }
+    }
+
+    pub(crate) fn to_abi(self) -> fusebox_abi::EntryOut {
+        fusebox_abi::EntryOut {
+            nodeid: self.node.0,
+            generation: self.generation,
+            entry_valid: self.entry_ttl.as_secs(),
+            attr_valid: self.attr_ttl.as_secs(),
+            entry_valid_nsec: self.entry_ttl.subsec_nanos(),
+            attr_valid_nsec: self.attr_ttl.subsec_nanos(),
+            attr: self.attr.to_abi(),
+        }
+    }
+}
+
+/// Attributes plus how long the kernel may cache them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AttrReply {
+    pub attr: FileAttr,
+    pub ttl: Duration,
+}
+
+/// What open, opendir and create return.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Opened {
+    pub fh: FileHandle,
+    /// `FOPEN_*` flags from [`fusebox_abi::flags::fopen`].
+    pub flags: u32,
+    /// A passthrough backing id from `BackingFiles::open`, or 0.
+    pub backing_id: i32,
+}
+
+impl Opened {
+    pub fn handle(fh: u64) -> Opened {
+        Opened { fh: FileHandle(fh), flags: 0, backing_id: 0 }
+    }
+}
+
+/// Filesystem statistics, as `statfs(2)` reports them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Statfs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// A POSIX byte-range lock as GETLK reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LockInfo {
+    pub start: u64,
+    pub end: u64,
+    /// `F_RDLCK`, `F_WRLCK` or `F_UNLCK`.
+    pub typ: i32,
+    pub pid: u32,
+}
+
+/// A time to set: a given instant, or "now" as the daemon sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TimeOrNow {
+    Specific(Timespec),
+    Now,
+}
