@@ -1,0 +1,77 @@
+//! `fusebox`: mount example filesystems, read live statistics, unmount.
+
+mod mount;
+mod stats;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "fusebox", version, about = "Run filesystems in user space with fusebox", long_about = None)]
+struct Cli {
+    /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Mount an example filesystem (runs in the background unless -f).
+    Mount(mount::MountArgs),
+    /// Unmount a fusebox (or any FUSE) mount.
+    Umount {
+        mountpoint: PathBuf,
+        /// Abort the connection instead: pending requests fail with ENOTCONN.
+        /// The way out when the daemon hangs.
+        #[arg(long)]
+        abort: bool,
+    },
+    /// Per-request-type counts and latency histograms of a running mount.
+    Stats(stats::StatsArgs),
+    /// List the FUSE mounts of this machine.
+    List,
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match cli.command {
+        Command::Mount(args) => mount::run(args),
+        Command::Umount { mountpoint, abort } => {
+            let mp = std::fs::canonicalize(&mountpoint).unwrap_or(mountpoint.clone());
+            if abort {
+                let m = fusebox::mount::fuse_mounts()
+                    .into_iter()
+                    .rev()
+                    .find(|m| m.mountpoint == mp)
+                    .with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
+                fusebox::mount::abort_connection(m.connection)
+                    .with_context(|| format!("aborting FUSE connection {} of {}", m.connection, mp.display()))?;
+            }
+            fusebox::mount::unmount_path(&mp, false).with_context(|| format!("unmounting {}", mp.display()))
+        }
+        Command::Stats(args) => stats::run(args),
+        Command::List => {
+            for m in fusebox::mount::fuse_mounts() {
+                println!("{}\t{}\t{}\tconnection {}", m.mountpoint.display(), m.fstype, m.source, m.connection);
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! `fusebox mount`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use fusebox::{Filesystem, Options, Session, SessionConfig};
+use fusebox_examples::stackfs::StackOptions;
+use fusebox_examples::{MemFs, NullFs, StackFs, TimingFs, TimingProfile};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FsKind {
+    /// Passthrough of SOURCE (Stackfs).
+    Stackfs,
+    /// In-memory filesystem.
+    Memfs,
+    /// Only the root exists; everything succeeds with nothing.
+    Nullfs,
+    /// Read-only files with emulated storage latency.
+    Timingfs,
+}
+
+#[derive(Args)]
+#[command(after_help = "\
+OPTIONS for -o (comma-separated, as in libfuse):
+  mount:   allow_other default_permissions ro nosuid/suid nodev/dev noexec noatime
+           sync dirsync fsname=NAME subtype=NAME max_read=N blksize=N
+  kernel:  max_write=N max_readahead=N max_background=N congestion_threshold=N
+           writeback_cache async_read/sync_read parallel_dirops/no_parallel_dirops
+           readdirplus=yes|no|auto handle_killpriv_v2 splice_read splice_write
+  caching: attr_timeout=SECS entry_timeout=SECS negative_timeout=SECS
+           direct_io keep_cache noflush
+
+EXAMPLES:
+  fusebox mount stackfs /srv/data /mnt/data -o allow_other,default_permissions
+  fusebox mount memfs /mnt/mem -f
+  fusebox mount timingfs /mnt/t --profile ssd --files 4 --size 1G")]
+pub struct MountArgs {
+    /// Which filesystem to run.
+    pub fs: FsKind,
+    /// SOURCE directory (stackfs) then MOUNTPOINT; just MOUNTPOINT otherwise.
+    #[arg(num_args = 1..=2, required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Mount options, comma-separated (may repeat).
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
+    /// Stay in the foreground (logs go to stderr).
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Worker threads (default: number of CPUs, at least 2).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Pin worker threads to CPUs.
+    #[arg(long)]
+    pub pin: bool,
+    /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).
+    #[arg(long, default_value = "ssd")]
+    pub profile: String,
+    /// timingfs: number of files.
+    #[arg(long, default_value_t = 1)]
+    pub files: u64,
+    /// timingfs: size of each file (bytes; K, M, G suffixes).
+    #[arg(long, default_value = "1G")]
+    pub size: String,
+    /// stackfs: most O_PATH fds kept open for nodes.
+    #[arg(long, default_value_t = 8192)]
+    pub fd_cache: u64,
+    /// Where a background daemon writes its log (default: discarded).
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+    /// Internal: tells a background child to report readiness on stdout.
+    #[arg(long, hide = true)]
+    pub notify_ready: bool,
+}
+
+fn parse_size(s: &str) -> Result<u64> {
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    Ok(num.parse::<u64>().with_context(|| format!("bad size {s:?}"))? * mult)
+}
+
+pub fn run(args: MountArgs) -> Result<()> {
+    if !args.foreground && !args.notify_ready {
+        return daemonize(&args);
+    }
+    let mut opts = Options::default();
+    for o in &args.options {
+        opts.apply(o).context("parsing -o")?;
+    }
+    let (source, mountpoint) = match (args.fs, args.paths.as_slice()) {
+        (FsKind::Stackfs, [src, mnt]) => (Some(src.clone()), mnt.clone()),
+        (FsKind::Stackfs, _) => bail!("stackfs needs SOURCE and MOUNTPOINT"),
+        (_, [mnt]) => (None, mnt.clone()),
+        (_, _) => bail!("{:?} takes only MOUNTPOINT", args.fs),
+    };
+    let name = format!("{:?}", args.fs).to_lowercase();
+    opts.mount.subtype.get_or_insert(name.clone());
+    opts.mount.fsname.get_or_insert(source.as_ref().map_or(name.clone(), |s| s.display().to_string()));
+    let cfg = SessionConfig {
+        workers: args.threads.unwrap_or(SessionConfig::default().workers),
+        pin_workers: args.pin,
+        ..SessionConfig::default()
+    };
+    let t = opts.fs.timeouts;
+    match args.fs {
+        FsKind::Stackfs => {
+            let src = source.expect("checked above");
+            let fs = StackFs::new(&src, StackOptions { fs: opts.fs, fd_cache: args.fd_cache })
+                .with_context(|| format!("opening source {}", src.display()))?;
+            serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
+        }
+        FsKind::Memfs => serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
+        FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
+        FsKind::Timingfs => {
+            let profile = TimingProfile::parse(&args.profile)
+                .with_context(|| format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile))?;
+            let fs = TimingFs::new(profile, args.files, parse_size(&args.size)?, t);
+            serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
+        }
+    }
+}
+
+fn serve<F: Filesystem>(fs: F, mountpoint: &PathBuf, opts: &Options, cfg: SessionConfig, notify: bool) -> Result<()> {
+    let session = Session::mount(fs, mountpoint, opts, cfg).with_context(|| format!("mounting {}", mountpoint.display()))?;
+    session.unmount_on_signals(Duration::from_secs(3))?;
+    if notify {
+        println!("ready {}", std::process::id());
+        std::io::stdout().flush()?;
+    } else {
+        eprintln!(
+            "fusebox: serving {} (protocol 7.{}); Ctrl-C or `fusebox umount {}` to stop",
+            session.mountpoint().display(),
+            session.connection().proto_minor,
+            session.mountpoint().display()
+        );
+    }
+    session.wait().context("serving")
+}
+
+/// Run the same command in a detached child and return once it is mounted,
+/// so that errors (bad source, busy mountpoint) still reach this terminal.
+fn daemonize(args: &MountArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("locating the fusebox binary")?;
+    let stderr = match &args.log_file {
+        Some(p) => Stdio::from(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        None => Stdio::piped(),
+    };
+    let mut child = Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .arg("--notify-ready")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .context("starting the background daemon")?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    if line.starts_with("ready") {
+        println!("{}", line.trim().replace("ready", "fusebox daemon pid"));
+        return Ok(());
+    }
+    let status = child.wait()?;
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).ok();
+    }
+    bail!("the daemon failed ({status}):\n{}", err.trim())
+}

@@ -1,0 +1,75 @@
+//! `fusebox stats`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fusebox::stats::{Snapshot, BINS};
+
+#[derive(Args)]
+pub struct StatsArgs {
+    pub mountpoint: PathBuf,
+    /// Print the raw snapshot as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print each type's latency histogram.
+    #[arg(long)]
+    pub histogram: bool,
+}
+
+fn fmt_ns(ns: u64) -> String {
+    match ns {
+        0..=9_999 => format!("{ns}ns"),
+        10_000..=9_999_999 => format!("{:.1}us", ns as f64 / 1e3),
+        _ => format!("{:.1}ms", ns as f64 / 1e6),
+    }
+}
+
+pub fn run(args: StatsArgs) -> Result<()> {
+    let snap = fusebox::stats::fetch(&args.mountpoint).with_context(|| {
+        format!("reading stats of {} (is a fusebox daemon serving it?)", args.mountpoint.display())
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&snap)?);
+        return Ok(());
+    }
+    print!("{}", render(&snap, args.histogram));
+    Ok(())
+}
+
+pub fn render(snap: &Snapshot, histogram: bool) -> String {
+    let mut s = format!(
+        "{}  pid {}  transport {} ({} workers)  protocol 7.{}  up {:.1}s\n\n",
+        snap.mountpoint,
+        snap.pid,
+        snap.transport,
+        snap.workers.len(),
+        snap.proto_minor,
+        snap.uptime_ms as f64 / 1e3
+    );
+    s += &format!("{:<18} {:>12} {:>8} {:>10} {:>10} {:>10}\n", "REQUEST", "COUNT", "ERRORS", "MEAN", "P50<", "P99<");
+    let mut ops = snap.ops.clone();
+    ops.sort_by(|a, b| b.count.cmp(&a.count));
+    for o in &ops {
+        s += &format!(
+            "{:<18} {:>12} {:>8} {:>10} {:>10} {:>10}\n",
+            o.name,
+            o.count,
+            o.errors,
+            fmt_ns(o.mean_ns()),
+            fmt_ns(o.quantile_ns(0.5)),
+            fmt_ns(o.quantile_ns(0.99))
+        );
+        if histogram {
+            let max = o.bins.iter().copied().max().unwrap_or(0).max(1);
+            for (i, &n) in o.bins.iter().enumerate().take(BINS) {
+                if n > 0 {
+                    let bar = "#".repeat(((n * 40).div_ceil(max)) as usize);
+                    s += &format!("    {:>9}..{:<9} {:>10} {}\n", fmt_ns(1 << (i + 1)), fmt_ns(1 << (i + 2)), n, bar);
+                }
+            }
+        }
+    }
+    s += &format!("\ntotal {} requests; flags: {}\n", snap.total_requests(), snap.flags.join(" "));
+    s
+}

@@ -1,0 +1,21 @@
+//! Example filesystems: each is both documentation of the fusebox API and a
+//! benchmark or test subject.
+//!
+//! - [`NullFs`]: only the root exists; everything else succeeds with
+//!   nothing. Measures the framework alone (RFUSE's NullFS).
+//! - [`StackFs`]: passthrough of a source directory (Vangoor's Stackfs).
+//! - [`MemFs`]: an in-memory filesystem.
+//! - [`TimingFs`]: emulated storage latency (XFUSE's TimingFS).
+
+#![deny(unsafe_code)]
+
+pub mod memfs;
+pub mod nullfs;
+mod sys;
+pub mod stackfs;
+pub mod timingfs;
+
+pub use memfs::MemFs;
+pub use nullfs::NullFs;
+pub use stackfs::StackFs;
+pub use timingfs::{TimingFs, TimingProfile};

@@ -1,0 +1,587 @@
+//! StackFS: passthrough of a source directory (Vangoor's Stackfs), the main
+//! benchmark subject.
+//!
+//! Nodes are kernel file handles (name_to_handle_at), not open fds: the
+//! daemon serves any number of files with a bounded cache of O_PATH fds,
+//! reopening evicted ones with open_by_handle_at. Open files hold their own
+//! fd and pin their node's O_PATH fd, so an unlinked but still open file
+//! stays reachable. open_by_handle_at needs CAP_DAC_READ_SEARCH (root).
+
+mod dir;
+mod nodes;
+
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use fusebox::abi::flags::{fopen, init};
+use fusebox::fs::ops::*;
+use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
+use fusebox::*;
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+use crate::sys;
+use dir::DirState;
+use nodes::NodeTable;
+
+/// What an open handle refers to.
+enum Handle {
+    File { fd: OwnedFd, node: NodeId },
+    Dir { state: Mutex<DirState> },
+}
+
+/// Tunables beyond the common [`FsOptions`].
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    pub fs: FsOptions,
+    /// Most O_PATH fds kept open for nodes (the rest are reopened by handle).
+    pub fd_cache: u64,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions { fs: FsOptions::default(), fd_cache: 8192 }
+    }
+}
+
+pub struct StackFs {
+    nodes: NodeTable,
+    handles: DashMap<u64, Arc<Handle>>,
+    next_handle: AtomicU64,
+    proc_self_fd: OwnedFd,
+    opts: StackOptions,
+}
+
+fn errno(e: impl Into<std::io::Error>) -> Errno {
+    Errno::from(e.into())
+}
+
+fn cstr(name: &OsStr) -> FsResult<CString> {
+    CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)
+}
+
+fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
+    rustix::fs::statat(fd, c"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
+}
+
+fn to_rustix_ts(t: TimeOrNow) -> rustix::fs::Timespec {
+    match t {
+        TimeOrNow::Now => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW as _ },
+        TimeOrNow::Specific(s) => rustix::fs::Timespec { tv_sec: s.sec, tv_nsec: s.nsec as _ },
+    }
+}
+
+/// Largest xattr value and name list Linux allows (XATTR_SIZE_MAX, XATTR_LIST_MAX).
+const XATTR_MAX: usize = 65536;
+
+const OMIT: rustix::fs::Timespec = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT as _ };
+
+/// `/proc/self/fd/N` names of O_PATH fds: to reopen a node with a real
+/// access mode, or reach it with path-only syscalls.
+fn proc_name(fd: &OwnedFd) -> CString {
+    CString::new(rustix::path::DecInt::from_fd(fd).as_bytes()).expect("digits contain no NUL")
+}
+
+impl StackFs {
+    /// Serve `source`. Sets the process umask to 0: the kernel already
+    /// applied the caller's umask to every mode we receive.
+    pub fn new(source: &Path, opts: StackOptions) -> std::io::Result<StackFs> {
+        let root = rustix::fs::open(source, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let proc_self_fd =
+            rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        // Fail early and clearly where file handles cannot work.
+        sys::name_to_handle_at(root.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{}: the source filesystem does not support file handles: {e}", source.display()),
+            )
+        })?;
+        let root_mount = rustix::fs::open(source, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        rustix::process::umask(Mode::empty());
+        Ok(StackFs {
+            nodes: NodeTable::new(root, root_mount, opts.fd_cache),
+            handles: DashMap::new(),
+            next_handle: AtomicU64::new(1),
+            proc_self_fd,
+            opts,
+        })
+    }
+
+    /// Nodes the kernel currently holds references to (the root excluded).
+    pub fn known_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn t(&self) -> &Timeouts {
+        &self.opts.fs.timeouts
+    }
+
+    fn attr_reply(&self, st: &rustix::fs::Stat) -> AttrReply {
+        AttrReply { attr: FileAttr::from(st), ttl: self.t().attr }
+    }
+
+    fn file(&self, fh: FileHandle) -> FsResult<Arc<Handle>> {
+        self.handles.get(&fh.0).map(|h| h.clone()).ok_or(Errno::EBADF)
+    }
+
+    fn file_fd(h: &Handle) -> FsResult<&OwnedFd> {
+        match h {
+            Handle::File { fd, .. } => Ok(fd),
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+        }
+    }
+
+    fn insert_handle(&self, h: Handle) -> FileHandle {
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        self.handles.insert(id, Arc::new(h));
+        FileHandle(id)
+    }
+
+    fn open_flags(&self) -> u32 {
+        let o = &self.opts.fs;
+        let mut f = 0;
+        if o.direct_io {
+            f |= fopen::DIRECT_IO | fopen::PARALLEL_DIRECT_WRITES;
+        }
+        if o.keep_cache {
+            f |= fopen::KEEP_CACHE;
+        }
+        if o.noflush {
+            f |= fopen::NOFLUSH;
+        }
+        f
+    }
+
+    /// Look `name` up in `parent` and take a lookup reference.
+    fn do_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+        let pfd = self.nodes.fd(parent)?;
+        let c = cstr(name)?;
+        let st = rustix::fs::statat(&*pfd, &c, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+        let handle = sys::name_to_handle_at(pfd.as_fd(), &c, 0).map_err(errno)?;
+        let node = self.nodes.register(handle, &st, || {
+            rustix::fs::openat(&*pfd, &c, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(errno)
+        })?;
+        Ok(Entry::new(node, FileAttr::from(&st), self.t()))
+    }
+
+    /// Clear setuid/setgid the way a write by an unprivileged user would
+    /// (we negotiate handle_killpriv_v2, so the kernel leaves it to us).
+    fn kill_suidgid(fd: &OwnedFd) -> FsResult<()> {
+        let st = rustix::fs::fstat(fd).map_err(errno)?;
+        let mut mode = st.st_mode & 0o7777;
+        let mut kill = libc::S_ISUID;
+        // setgid without group-exec marks mandatory locking, not privilege.
+        if st.st_mode & libc::S_IXGRP != 0 {
+            kill |= libc::S_ISGID;
+        }
+        if mode & kill != 0 {
+            mode &= !kill;
+            rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
+        let pfd = self.nodes.fd(node)?;
+        rustix::fs::openat(&self.proc_self_fd, &proc_name(&pfd), flags | OFlags::CLOEXEC, Mode::empty()).map_err(errno)
+    }
+
+    /// Xattr syscalls need a path. Symlinks are refused: Linux allows no
+    /// user xattrs on them, and the /proc magic link would reach the target.
+    fn with_xattr_path<R>(&self, node: NodeId, f: impl FnOnce(&CString) -> FsResult<R>) -> FsResult<R> {
+        if self.nodes.is_symlink(node) {
+            return Err(Errno::EPERM);
+        }
+        // `fd` stays alive for the call, so the /proc path stays valid even
+        // if the cache evicts the node meanwhile.
+        let fd = self.nodes.fd(node)?;
+        let mut p = b"/proc/self/fd/".to_vec();
+        p.extend_from_slice(proc_name(&fd).as_bytes());
+        f(&CString::new(p).expect("no NUL"))
+    }
+}
+
+impl Filesystem for StackFs {
+    fn init(&self, conn: &mut Connection, _: &Notifier) -> FsResult<()> {
+        // Clear setuid bits on write ourselves, instead of the kernel asking
+        // GETXATTR("security.capability") before every write.
+        conn.enable(init::HANDLE_KILLPRIV_V2);
+        Ok(())
+    }
+
+    fn lookup(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+        match self.do_lookup(parent, name) {
+            Err(Errno::ENOENT) if !self.t().negative.is_zero() => Ok(Entry::negative(self.t().negative)),
+            r => r,
+        }
+    }
+
+    fn forget(&self, node: NodeId, nlookup: u64) {
+        self.nodes.forget(node, nlookup);
+    }
+
+    fn getattr(&self, _: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
+        if let Some(h) = fh.and_then(|fh| self.file(fh).ok()) {
+            if let Handle::File { fd, .. } = &*h {
+                return Ok(self.attr_reply(&rustix::fs::fstat(fd).map_err(errno)?));
+            }
+        }
+        Ok(self.attr_reply(&stat_fd(&*self.nodes.fd(node)?)?))
+    }
+
+    fn setattr(&self, _: &Ctx, node: NodeId, a: &SetAttr) -> FsResult<AttrReply> {
+        let pfd = self.nodes.fd(node)?;
+        let open = a.fh.and_then(|fh| self.file(fh).ok());
+        let open_fd = open.as_deref().and_then(|h| Self::file_fd(h).ok());
+        let pname = proc_name(&pfd);
+        if let Some(mode) = a.mode {
+            let m = Mode::from_raw_mode(mode & 0o7777);
+            match open_fd {
+                Some(fd) => rustix::fs::fchmod(fd, m),
+                None => rustix::fs::chmodat(&self.proc_self_fd, &pname, m, AtFlags::empty()),
+            }
+            .map_err(errno)?;
+        }
+        if a.uid.is_some() || a.gid.is_some() {
+            let uid = a.uid.map(rustix::fs::Uid::from_raw);
+            let gid = a.gid.map(rustix::fs::Gid::from_raw);
+            rustix::fs::chownat(&*pfd, c"", uid, gid, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+        }
+        if let Some(size) = a.size {
+            match open_fd {
+                Some(fd) => rustix::fs::ftruncate(fd, size).map_err(errno)?,
+                None => rustix::fs::ftruncate(self.reopen(node, OFlags::WRONLY)?, size).map_err(errno)?,
+            }
+            if a.kill_suidgid {
+                Self::kill_suidgid(&self.reopen(node, OFlags::RDONLY)?)?;
+            }
+        }
+        if a.atime.is_some() || a.mtime.is_some() {
+            let ts = rustix::fs::Timestamps {
+                last_access: a.atime.map_or(OMIT, to_rustix_ts),
+                last_modification: a.mtime.map_or(OMIT, to_rustix_ts),
+            };
+            match open_fd {
+                Some(fd) => rustix::fs::futimens(fd, &ts),
+                None => rustix::fs::utimensat(&self.proc_self_fd, &pname, &ts, AtFlags::empty()),
+            }
+            .map_err(errno)?;
+        }
+        Ok(self.attr_reply(&stat_fd(&*pfd)?))
+    }
+
+    fn readlink(&self, _: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
+        let pfd = self.nodes.fd(node)?;
+        let target = rustix::fs::readlinkat(&*pfd, c"", Vec::new()).map_err(errno)?;
+        out.extend_from_slice(target.as_bytes());
+        Ok(())
+    }
+
+    fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
+        let pfd = self.nodes.fd(parent)?;
+        let (c, t) = (cstr(name)?, cstr(target)?);
+        sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::symlinkat(&t, &*pfd, &c)).map_err(errno)?;
+        self.do_lookup(parent, name)
+    }
+
+    fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mknod) -> FsResult<Entry> {
+        let pfd = self.nodes.fd(parent)?;
+        let c = cstr(name)?;
+        let kind = rustix::fs::FileType::from_raw_mode(a.mode);
+        let mode = Mode::from_raw_mode(a.mode & 0o7777);
+        sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)).map_err(errno)?;
+        self.do_lookup(parent, name)
+    }
+
+    fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mkdir) -> FsResult<Entry> {
+        let pfd = self.nodes.fd(parent)?;
+        let c = cstr(name)?;
+        let mode = Mode::from_raw_mode(a.mode & 0o7777);
+        sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mkdirat(&*pfd, &c, mode)).map_err(errno)?;
+        self.do_lookup(parent, name)
+    }
+
+    fn unlink(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::empty()).map_err(errno)
+    }
+
+    fn rmdir(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::REMOVEDIR).map_err(errno)
+    }
+
+    fn rename(&self, _: &Ctx, r: &Rename) -> FsResult<()> {
+        let from = self.nodes.fd(r.parent)?;
+        let to = self.nodes.fd(r.new_parent)?;
+        let flags = rustix::fs::RenameFlags::from_bits(r.flags).ok_or(Errno::EINVAL)?;
+        rustix::fs::renameat_with(&*from, &cstr(r.name)?, &*to, &cstr(r.new_name)?, flags).map_err(errno)
+    }
+
+    fn link(&self, _: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
+        let fd = self.nodes.fd(node)?;
+        let pfd = self.nodes.fd(new_parent)?;
+        rustix::fs::linkat(&*fd, c"", &*pfd, &cstr(new_name)?, AtFlags::EMPTY_PATH).map_err(errno)?;
+        self.do_lookup(new_parent, new_name)
+    }
+
+    fn open(&self, _: &Ctx, node: NodeId, a: &Open) -> FsResult<Opened> {
+        // O_CREAT/O_EXCL were handled by the kernel; O_NOFOLLOW must not
+        // apply to the /proc magic link we open through.
+        let strip = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW;
+        let flags = OFlags::from_bits_retain((a.flags & !strip) as _);
+        let fd = self.reopen(node, flags)?;
+        if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
+            Self::kill_suidgid(&fd)?;
+        }
+        self.nodes.pin(node)?;
+        let fh = self.insert_handle(Handle::File { fd, node });
+        Ok(Opened { fh, flags: self.open_flags(), backing_id: 0 })
+    }
+
+    fn read(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DataOut) -> FsResult<()> {
+        let h = self.file(a.fh)?;
+        out.pread(Self::file_fd(&h)?.as_fd(), a.offset, a.size as usize).map_err(Errno::from)?;
+        Ok(())
+    }
+
+    fn write(&self, _: &Ctx, _: NodeId, a: &Write) -> FsResult<u32> {
+        let h = self.file(a.fh)?;
+        let fd = Self::file_fd(&h)?;
+        let n = rustix::io::pwrite(fd, a.data, a.offset).map_err(errno)?;
+        if a.kill_suidgid {
+            Self::kill_suidgid(fd)?;
+        }
+        Ok(n as u32)
+    }
+
+    fn flush(&self, _: &Ctx, _: NodeId, _: FileHandle, _: u64) -> FsResult<()> {
+        // The source is local: there is nothing a close(2) would flush.
+        Ok(())
+    }
+
+    fn release(&self, _: &Ctx, _: NodeId, a: &Release) -> FsResult<()> {
+        if let Some((_, h)) = self.handles.remove(&a.fh.0) {
+            if let Handle::File { node, .. } = &*h {
+                self.nodes.unpin(*node);
+            }
+        }
+        Ok(())
+    }
+
+    fn fsync(&self, _: &Ctx, _: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
+        let h = self.file(fh)?;
+        let fd = Self::file_fd(&h)?;
+        if datasync { rustix::fs::fdatasync(fd) } else { rustix::fs::fsync(fd) }.map_err(errno)
+    }
+
+    fn opendir(&self, _: &Ctx, node: NodeId, _: &Open) -> FsResult<Opened> {
+        let fd = self.reopen(node, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let fh = self.insert_handle(Handle::Dir { state: Mutex::new(DirState::new(fd)) });
+        Ok(Opened { fh, flags: 0, backing_id: 0 })
+    }
+
+    fn readdir(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
+        let h = self.file(a.fh)?;
+        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        st.fill(a.offset, |name, ino, kind, next| out.push(ino, next, kind, name))
+    }
+
+    fn readdirplus(&self, _: &Ctx, node: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
+        let h = self.file(a.fh)?;
+        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        st.fill(a.offset, |name, ino, kind, next| {
+            // "." and ".." are not lookups: the kernel takes no reference.
+            if name == "." || name == ".." {
+                return out.push(ino, next, kind, name);
+            }
+            if !out.has_room(name) {
+                return false;
+            }
+            match self.do_lookup(node, name) {
+                Ok(e) => {
+                    let added = out.push_plus(&e, next, name);
+                    if !added {
+                        self.nodes.forget(e.node, 1);
+                    }
+                    added
+                }
+                // Raced with an unlink: list it without attributes.
+                Err(_) => out.push(ino, next, kind, name),
+            }
+        })
+    }
+
+    fn releasedir(&self, _: &Ctx, _: NodeId, a: &Release) -> FsResult<()> {
+        self.handles.remove(&a.fh.0);
+        Ok(())
+    }
+
+    fn fsyncdir(&self, _: &Ctx, _: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
+        let h = self.file(fh)?;
+        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let st = state.lock().unwrap_or_else(|p| p.into_inner());
+        if datasync { rustix::fs::fdatasync(st.fd()) } else { rustix::fs::fsync(st.fd()) }.map_err(errno)
+    }
+
+    fn statfs(&self, _: &Ctx, node: NodeId) -> FsResult<Statfs> {
+        let s = rustix::fs::fstatvfs(&*self.nodes.fd(node)?).map_err(errno)?;
+        Ok(Statfs {
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            bsize: s.f_bsize as u32,
+            namelen: s.f_namemax as u32,
+            frsize: s.f_frsize as u32,
+        })
+    }
+
+    fn setxattr(&self, _: &Ctx, node: NodeId, a: &Setxattr) -> FsResult<()> {
+        let flags = rustix::fs::XattrFlags::from_bits(a.flags as _).ok_or(Errno::EINVAL)?;
+        let name = cstr(a.name)?;
+        self.with_xattr_path(node, |p| rustix::fs::setxattr(p.as_c_str(), &name, a.value, flags).map_err(errno))
+    }
+
+    fn getxattr(&self, _: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
+        if self.nodes.is_symlink(node) {
+            return Err(Errno::ENODATA);
+        }
+        let name = cstr(name)?;
+        self.with_xattr_path(node, |p| {
+            let room = out.limit().min(XATTR_MAX);
+            let v = out.vec();
+            v.resize(room, 0);
+            let n = rustix::fs::getxattr(p.as_c_str(), &name, &mut v[..]).map_err(errno);
+            v.truncate(*n.as_ref().unwrap_or(&0));
+            n.map(|_| ())
+        })
+    }
+
+    fn listxattr(&self, _: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
+        if self.nodes.is_symlink(node) {
+            return Ok(());
+        }
+        self.with_xattr_path(node, |p| {
+            let room = out.limit().min(XATTR_MAX);
+            let v = out.vec();
+            v.resize(room, 0);
+            let n = rustix::fs::listxattr(p.as_c_str(), &mut v[..]).map_err(errno);
+            v.truncate(*n.as_ref().unwrap_or(&0));
+            n.map(|_| ())
+        })
+    }
+
+    fn removexattr(&self, _: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
+        if self.nodes.is_symlink(node) {
+            return Err(Errno::ENODATA);
+        }
+        let name = cstr(name)?;
+        self.with_xattr_path(node, |p| rustix::fs::removexattr(p.as_c_str(), &name).map_err(errno))
+    }
+
+    fn access(&self, ctx: &Ctx, node: NodeId, mask: i32) -> FsResult<()> {
+        let st = stat_fd(&*self.nodes.fd(node)?)?;
+        check_access(&st, ctx.uid, ctx.gid, mask)
+    }
+
+    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Create) -> FsResult<(Entry, Opened)> {
+        let pfd = self.nodes.fd(parent)?;
+        let c = cstr(name)?;
+        let flags = OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _) | OFlags::CREATE | OFlags::CLOEXEC;
+        let mode = Mode::from_raw_mode(a.mode & 0o7777);
+        let fd = sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, &c, flags, mode)).map_err(errno)?;
+        let entry = self.do_lookup(parent, name)?;
+        self.nodes.pin(entry.node)?;
+        let fh = self.insert_handle(Handle::File { fd, node: entry.node });
+        Ok((entry, Opened { fh, flags: self.open_flags(), backing_id: 0 }))
+    }
+
+    fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
+        let pfd = self.nodes.fd(parent)?;
+        let flags = OFlags::from_bits_retain((a.flags & !(libc::O_CREAT | libc::O_NOCTTY)) as _)
+            | OFlags::TMPFILE
+            | OFlags::CLOEXEC;
+        let mode = Mode::from_raw_mode(a.mode & 0o7777);
+        let fd = sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, c".", flags, mode)).map_err(errno)?;
+        let st = rustix::fs::fstat(&fd).map_err(errno)?;
+        let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
+        let node = self.nodes.register(handle, &st, || {
+            rustix::fs::openat(&self.proc_self_fd, &proc_name(&fd), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(errno)
+        })?;
+        self.nodes.pin(node)?;
+        let fh = self.insert_handle(Handle::File { fd, node });
+        Ok((Entry::new(node, FileAttr::from(&st), self.t()), Opened { fh, flags: self.open_flags(), backing_id: 0 }))
+    }
+
+    fn fallocate(&self, _: &Ctx, _: NodeId, a: &Fallocate) -> FsResult<()> {
+        let h = self.file(a.fh)?;
+        let flags = rustix::fs::FallocateFlags::from_bits(a.mode as _).ok_or(Errno::EOPNOTSUPP)?;
+        rustix::fs::fallocate(Self::file_fd(&h)?, flags, a.offset, a.length).map_err(errno)
+    }
+
+    fn lseek(&self, _: &Ctx, _: NodeId, a: &Lseek) -> FsResult<u64> {
+        let h = self.file(a.fh)?;
+        let from = match a.whence {
+            libc::SEEK_DATA => rustix::fs::SeekFrom::Data(a.offset),
+            libc::SEEK_HOLE => rustix::fs::SeekFrom::Hole(a.offset),
+            libc::SEEK_SET => rustix::fs::SeekFrom::Start(a.offset),
+            libc::SEEK_END => rustix::fs::SeekFrom::End(a.offset as i64),
+            libc::SEEK_CUR => rustix::fs::SeekFrom::Current(a.offset as i64),
+            _ => return Err(Errno::EINVAL),
+        };
+        rustix::fs::seek(Self::file_fd(&h)?, from).map_err(errno)
+    }
+
+    fn copy_file_range(&self, _: &Ctx, a: &CopyFileRange) -> FsResult<u64> {
+        let hin = self.file(a.fh_in)?;
+        let hout = self.file(a.fh_out)?;
+        let (mut off_in, mut off_out) = (a.off_in, a.off_out);
+        let len = a.len.min(usize::MAX as u64) as usize;
+        let n = rustix::fs::copy_file_range(
+            Self::file_fd(&hin)?,
+            Some(&mut off_in),
+            Self::file_fd(&hout)?,
+            Some(&mut off_out),
+            len,
+        )
+        .map_err(errno)?;
+        Ok(n as u64)
+    }
+
+    fn syncfs(&self, _: &Ctx) -> FsResult<()> {
+        rustix::fs::syncfs(&*self.nodes.fd(NodeId::ROOT)?).map_err(errno)
+    }
+}
+
+/// access(2) semantics from a stat, for mounts without default_permissions.
+/// (FUSE does not tell us the caller's supplementary groups.)
+fn check_access(st: &rustix::fs::Stat, uid: u32, gid: u32, mask: i32) -> FsResult<()> {
+    if mask == libc::F_OK {
+        return Ok(());
+    }
+    let mode = st.st_mode;
+    if uid == 0 {
+        // Root may do anything except execute what no one may execute.
+        let any_x = mode & 0o111 != 0 || mode & libc::S_IFMT == libc::S_IFDIR;
+        return if mask & libc::X_OK != 0 && !any_x { Err(Errno::EACCES) } else { Ok(()) };
+    }
+    let bits = if st.st_uid == uid {
+        (mode >> 6) & 7
+    } else if st.st_gid == gid {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    };
+    if (mask as u32) & !bits & 7 != 0 {
+        Err(Errno::EACCES)
+    } else {
+        Ok(())
+    }
+}

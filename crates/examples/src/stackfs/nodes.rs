@@ -1,0 +1,175 @@
+//! The node table: node id <-> kernel file handle, with lookup counts and a
+//! bounded cache of O_PATH fds.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::mapref::entry::Entry as MapEntry;
+use dashmap::DashMap;
+use fusebox::{Errno, FsResult, NodeId};
+
+use crate::sys::{self, KernelHandle};
+
+struct Node {
+    handle: KernelHandle,
+    dev: u64,
+    symlink: bool,
+    nlookup: AtomicU64,
+    /// While the node has open files, its O_PATH fd stays open here: an
+    /// unlinked inode can no longer be opened by handle.
+    pin: Mutex<Pin>,
+}
+
+#[derive(Default)]
+struct Pin {
+    fd: Option<Arc<OwnedFd>>,
+    opens: u32,
+}
+
+/// Keyed by (device, handle) rather than (device, inode number): handles
+/// carry a generation, so a recycled inode number is never mistaken for
+/// the file that had it before.
+pub struct NodeTable {
+    root: Arc<OwnedFd>,
+    nodes: DashMap<u64, Arc<Node>>,
+    by_handle: DashMap<(u64, KernelHandle), u64>,
+    next: AtomicU64,
+    fd_cache: moka::sync::Cache<u64, Arc<OwnedFd>>,
+    /// Any fd on each device, for open_by_handle_at's mount argument.
+    mount_fds: DashMap<u64, Arc<OwnedFd>>,
+}
+
+impl NodeTable {
+    /// `root_mount` must be a real (not O_PATH) fd: open_by_handle_at
+    /// refuses O_PATH fds as its mount argument.
+    pub fn new(root: OwnedFd, root_mount: OwnedFd, fd_cache: u64) -> NodeTable {
+        let root = Arc::new(root);
+        let mount_fds = DashMap::new();
+        if let Ok(st) = rustix::fs::fstat(&root_mount) {
+            mount_fds.insert(st.st_dev, Arc::new(root_mount));
+        }
+        NodeTable {
+            root,
+            nodes: DashMap::new(),
+            by_handle: DashMap::new(),
+            next: AtomicU64::new(NodeId::ROOT.0 + 1),
+            fd_cache: moka::sync::Cache::new(fd_cache.max(16)),
+            mount_fds,
+        }
+    }
+
+    /// Find or add the node for `handle` and take one lookup reference.
+    /// `open_mount_fd` opens a real fd of it, needed only for a device seen
+    /// for the first time (the root of a filesystem mounted in the source).
+    pub fn register(
+        &self,
+        handle: KernelHandle,
+        st: &rustix::fs::Stat,
+        open_mount_fd: impl FnOnce() -> FsResult<OwnedFd>,
+    ) -> FsResult<NodeId> {
+        let dev = st.st_dev;
+        match self.by_handle.entry((dev, handle.clone())) {
+            MapEntry::Occupied(o) => {
+                let id = *o.get();
+                if let Some(n) = self.nodes.get(&id) {
+                    n.nlookup.fetch_add(1, Ordering::AcqRel);
+                }
+                Ok(NodeId(id))
+            }
+            MapEntry::Vacant(v) => {
+                if !self.mount_fds.contains_key(&dev) {
+                    self.mount_fds.insert(dev, Arc::new(open_mount_fd()?));
+                }
+                let id = self.next.fetch_add(1, Ordering::Relaxed);
+                let node = Node {
+                    handle,
+                    dev,
+                    symlink: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
+                    nlookup: AtomicU64::new(1),
+                    pin: Mutex::new(Pin::default()),
+                };
+                self.nodes.insert(id, Arc::new(node));
+                v.insert(id);
+                Ok(NodeId(id))
+            }
+        }
+    }
+
+    fn node(&self, id: NodeId) -> FsResult<Arc<Node>> {
+        // ESTALE: the kernel names a node we no longer know.
+        self.nodes.get(&id.0).map(|n| n.clone()).ok_or(Errno(libc::ESTALE))
+    }
+
+    /// An O_PATH fd of `id`, reopened by handle if the cache let it go.
+    pub fn fd(&self, id: NodeId) -> FsResult<Arc<OwnedFd>> {
+        if id == NodeId::ROOT {
+            return Ok(self.root.clone());
+        }
+        let n = self.node(id)?;
+        if let Some(fd) = n.pin.lock().unwrap_or_else(|p| p.into_inner()).fd.clone() {
+            return Ok(fd);
+        }
+        if let Some(fd) = self.fd_cache.get(&id.0) {
+            return Ok(fd);
+        }
+        let mount = self.mount_fds.get(&n.dev).map(|m| m.clone()).ok_or(Errno(libc::ESTALE))?;
+        let fd = sys::open_by_handle_at(mount.as_fd(), &n.handle, libc::O_PATH | libc::O_CLOEXEC).map_err(Errno::from)?;
+        let fd = Arc::new(fd);
+        self.fd_cache.insert(id.0, fd.clone());
+        Ok(fd)
+    }
+
+    pub fn is_symlink(&self, id: NodeId) -> bool {
+        self.nodes.get(&id.0).is_some_and(|n| n.symlink)
+    }
+
+    /// A file of `id` was opened: keep its O_PATH fd until the last close.
+    pub fn pin(&self, id: NodeId) -> FsResult<()> {
+        if id == NodeId::ROOT {
+            return Ok(());
+        }
+        let fd = self.fd(id)?;
+        let n = self.node(id)?;
+        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        pin.opens += 1;
+        pin.fd.get_or_insert(fd);
+        Ok(())
+    }
+
+    pub fn unpin(&self, id: NodeId) {
+        if let Ok(n) = self.node(id) {
+            let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+            pin.opens = pin.opens.saturating_sub(1);
+            if pin.opens == 0 {
+                pin.fd = None;
+            }
+        }
+    }
+
+    /// Give back `count` lookup references; the node goes at zero.
+    pub fn forget(&self, id: NodeId, count: u64) {
+        if id == NodeId::ROOT {
+            return;
+        }
+        let Ok(n) = self.node(id) else { return };
+        let before = n.nlookup.fetch_sub(count.min(n.nlookup.load(Ordering::Acquire)), Ordering::AcqRel);
+        if before > count {
+            return;
+        }
+        // Remove only if no lookup revived it meanwhile: register bumps the
+        // count while holding this same map entry.
+        let removed = self
+            .by_handle
+            .remove_if(&(n.dev, n.handle.clone()), |_, v| *v == id.0 && n.nlookup.load(Ordering::Acquire) == 0);
+        if removed.is_some() {
+            self.nodes.remove(&id.0);
+            self.fd_cache.invalidate(&id.0);
+        }
+    }
+
+    /// Nodes currently known.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+}

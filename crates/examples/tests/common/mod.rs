@@ -1,0 +1,112 @@
+//! Test fixture: mount an example filesystem in a fresh temp dir, wait for
+//! it deterministically (mount(2) returns once the mount exists and the
+//! session has answered INIT), and always unmount, even on panic. A
+//! watchdog aborts the FUSE connection if a test hangs, so a stuck daemon
+//! fails that test instead of hanging the suite.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fusebox::{Filesystem, Options, Session, SessionConfig, Timeouts};
+use fusebox_examples::stackfs::StackOptions;
+use fusebox_examples::{MemFs, StackFs};
+
+/// tmpfs, so that "native" means the same kind of filesystem stackfs sits
+/// on and memfs imitates.
+pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
+    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    tempfile::Builder::new().prefix(&format!("fusebox-test-{tag}-")).tempdir_in(base).expect("temp dir")
+}
+
+pub struct TestMount {
+    session: Option<Box<dyn SessionLike>>,
+    pub mnt: PathBuf,
+    pub src: Option<PathBuf>,
+    done: Arc<AtomicBool>,
+    _dir: tempfile::TempDir,
+}
+
+/// Object-safe slice of `Session` the fixture needs.
+pub trait SessionLike {
+    fn snapshot(&self) -> fusebox::stats::Snapshot;
+    fn shutdown_handle(&self) -> fusebox::ShutdownHandle;
+}
+
+impl<F: Filesystem> SessionLike for Session<F> {
+    fn snapshot(&self) -> fusebox::stats::Snapshot {
+        Session::snapshot(self)
+    }
+    fn shutdown_handle(&self) -> fusebox::ShutdownHandle {
+        Session::shutdown_handle(self)
+    }
+}
+
+/// Watchdog limit: far above any test's run time, far below CI's.
+const HANG_LIMIT: Duration = Duration::from_secs(300);
+
+pub fn test_options() -> Options {
+    let mut o = Options::default();
+    o.apply("allow_other,default_permissions").unwrap();
+    o
+}
+
+impl TestMount {
+    pub fn mount<F: Filesystem>(fs: F, dir: tempfile::TempDir, src: Option<PathBuf>, opts: &Options) -> TestMount {
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let cfg = SessionConfig { workers: 2, stats_socket: false, ..Default::default() };
+        let session = Session::mount(fs, &mnt, opts, cfg).expect("mount");
+        let done = Arc::new(AtomicBool::new(false));
+        let handle = session.shutdown_handle();
+        let done2 = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done2.load(Ordering::Acquire) {
+                if start.elapsed() > HANG_LIMIT {
+                    eprintln!("watchdog: test hung for {HANG_LIMIT:?}; aborting the FUSE connection");
+                    let _ = handle.abort();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        TestMount { session: Some(Box::new(session)), mnt, src, done, _dir: dir }
+    }
+
+    pub fn stackfs() -> TestMount {
+        Self::stackfs_with(&test_options())
+    }
+
+    pub fn stackfs_with(opts: &Options) -> TestMount {
+        let dir = scratch_dir("stackfs");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let fs = StackFs::new(&src, StackOptions { fs: opts.fs, ..Default::default() }).expect("stackfs");
+        Self::mount(fs, dir, Some(src), opts)
+    }
+
+    pub fn memfs() -> TestMount {
+        let opts = test_options();
+        Self::mount(MemFs::new(Timeouts::default()), scratch_dir("memfs"), None, &opts)
+    }
+
+    pub fn snapshot(&self) -> fusebox::stats::Snapshot {
+        self.session.as_ref().unwrap().snapshot()
+    }
+
+    pub fn shutdown_handle(&self) -> fusebox::ShutdownHandle {
+        self.session.as_ref().unwrap().shutdown_handle()
+    }
+}
+
+impl Drop for TestMount {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        // Session's drop unmounts, waits for the workers, aborts if needed.
+        drop(self.session.take());
+    }
+}
