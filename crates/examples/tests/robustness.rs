@@ -1,0 +1,152 @@
+//! Failure paths: a panicking filesystem method, a hung daemon, malformed
+//! input. None may take the daemon or the test suite down.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::{scratch_dir, test_options, TestMount};
+use fusebox::fs::ops::Ctx;
+use fusebox::*;
+
+/// A root directory whose LOOKUP panics for "boom" and blocks for "hang"
+/// until the test lets go.
+struct Faulty {
+    release: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Filesystem for Faulty {
+    fn lookup(&self, _: &Ctx, _: NodeId, name: &OsStr) -> FsResult<Entry> {
+        if name == "boom" {
+            panic!("injected failure");
+        }
+        if name == "hang" {
+            if let Some(rx) = self.release.lock().unwrap().take() {
+                let _ = rx.recv_timeout(Duration::from_secs(60));
+            }
+            return Err(Errno::ENOENT);
+        }
+        Err(Errno::ENOENT)
+    }
+
+    fn getattr(&self, _: &Ctx, node: NodeId, _: Option<FileHandle>) -> FsResult<AttrReply> {
+        if node != NodeId::ROOT {
+            return Err(Errno::ENOENT);
+        }
+        let attr = FileAttr { ino: 1, mode: libc::S_IFDIR | 0o755, nlink: 2, ..Default::default() };
+        Ok(AttrReply { attr, ttl: Duration::ZERO })
+    }
+}
+
+fn faulty() -> (TestMount, mpsc::Sender<()>) {
+    let (tx, rx) = mpsc::channel();
+    let fs = Faulty { release: Mutex::new(Some(rx)) };
+    (TestMount::mount(fs, scratch_dir("faulty"), None, &test_options()), tx)
+}
+
+#[test]
+fn a_panicking_method_costs_one_request_an_eio() {
+    let (m, _tx) = faulty();
+    let e = std::fs::metadata(m.mnt.join("boom")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    // The daemon is still serving.
+    let e = std::fs::metadata(m.mnt.join("other")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    let e = std::fs::metadata(m.mnt.join("boom")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    // Stats are recorded just after the reply goes out: give the worker a moment.
+    let mut lookups = None;
+    for _ in 0..200 {
+        lookups = m.snapshot().op("LOOKUP").cloned();
+        if lookups.as_ref().is_some_and(|l| l.count >= 3) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let lookups = lookups.unwrap();
+    assert!(lookups.count >= 3 && lookups.errors >= 3, "{lookups:?}");
+}
+
+#[test]
+fn a_hung_request_is_ended_by_aborting_the_connection() {
+    let (m, tx) = faulty();
+    let path = m.mnt.join("hang");
+    let stat = std::thread::spawn(move || std::fs::metadata(path).map(|_| ()));
+    // Wait until the request is really stuck in the filesystem.
+    for _ in 0..500 {
+        if m.snapshot().op("LOOKUP").is_some() || !stat.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!stat.is_finished(), "the lookup should be hanging");
+    m.shutdown_handle().abort().expect("abort through fusectl");
+    let r = stat.join().unwrap();
+    // The stuck request fails with ECONNABORTED; anything after, ENOTCONN.
+    let errno = r.unwrap_err().raw_os_error();
+    assert!(matches!(errno, Some(libc::ECONNABORTED | libc::ENOTCONN)), "{errno:?}");
+    let later = std::fs::metadata(m.mnt.join("x")).unwrap_err();
+    assert_eq!(later.raw_os_error(), Some(libc::ENOTCONN));
+    // Let the stuck worker go so the session can be joined.
+    let _ = tx.send(());
+}
+
+#[test]
+fn unknown_node_ids_and_handles_are_errors_not_panics() {
+    // Straight calls, as a confused or malicious kernel message would make.
+    let fs = fusebox_examples::MemFs::new(Timeouts::default());
+    let ctx = Ctx::internal();
+    assert!(fs.getattr(&ctx, NodeId(987_654), None).is_err());
+    assert!(fs.lookup(&ctx, NodeId(987_654), OsStr::new("x")).is_err());
+    fs.forget(NodeId(987_654), 5);
+    let dir = scratch_dir("stack-direct");
+    let s = fusebox_examples::StackFs::new(dir.path(), Default::default()).unwrap();
+    assert!(s.getattr(&ctx, NodeId(987_654), None).is_err());
+    let w = fusebox::fs::ops::Write {
+        fh: FileHandle(42),
+        offset: 0,
+        data: b"x",
+        flags: 0,
+        lock_owner: None,
+        from_cache: false,
+        kill_suidgid: false,
+    };
+    assert_eq!(s.write(&ctx, NodeId::ROOT, &w), Err(Errno::EBADF));
+}
+
+#[test]
+fn stackfs_forgets_nodes_the_kernel_forgets() {
+    let dir = scratch_dir("forget");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    for i in 0..200 {
+        std::fs::write(src.join(format!("f{i}")), b"x").unwrap();
+    }
+    let fs = fusebox_examples::StackFs::new(&src, Default::default()).unwrap();
+    let cfg = SessionConfig { workers: 2, stats_socket: false, ..Default::default() };
+    let session = Session::mount(fs, &mnt, &test_options(), cfg).unwrap();
+    for i in 0..200 {
+        std::fs::metadata(mnt.join(format!("f{i}"))).unwrap();
+    }
+    assert!(session.filesystem().known_nodes() >= 200);
+    // Make the kernel drop its unused dentries and inodes: it then sends
+    // FORGET for each, and the node table must shrink with it.
+    std::fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
+    let mut left = usize::MAX;
+    for _ in 0..200 {
+        left = session.filesystem().known_nodes();
+        if left < 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(left < 10, "{left} nodes still held after the kernel forgot them");
+    let s = session.snapshot();
+    let forgets = s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
+    assert!(forgets > 0);
+}
