@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs pjdfstest on native tmpfs and on each fusebox example filesystem,
+# and fails unless every filesystem has the same failures as native (none).
+# Needs root, pjdfstest (cargo install pjdfstest) and a release build of
+# the fusebox binary (BIN, default target/release/fusebox).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/fusebox}
+CONF=tests/pjdfstest.toml
+id fbtest >/dev/null 2>&1 || useradd -M -U -s /usr/sbin/nologin fbtest
+WORK=$(mktemp -d /tmp/fusebox-pjdfstest-XXXXXX)
+# Every mount made here is undone on any exit, success or not.
+cleanup() {
+  for m in "$WORK"/*/mnt "$WORK/native"; do
+    mountpoint -q "$m" 2>/dev/null && { "$BIN" umount "$m" 2>/dev/null || umount -l "$m"; }
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+# pjdfstest switches to unprivileged users, who must be able to reach the dir.
+chmod 755 "$WORK"
+
+summary() { grep '^Summary:' "$1" | tail -1; }
+
+mkdir "$WORK/native" && mount -t tmpfs tmpfs "$WORK/native"
+(cd "$WORK" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p native >native.log 2>&1) || true
+echo "native tmpfs:  $(summary "$WORK/native.log")"
+want=$(summary "$WORK/native.log" | sed 's/, [0-9]* total//')
+
+status=0
+for fs in stackfs memfs; do
+  mkdir -p "$WORK/$fs/src" "$WORK/$fs/mnt"
+  if [ "$fs" = stackfs ]; then args=("$WORK/$fs/src" "$WORK/$fs/mnt"); else args=("$WORK/$fs/mnt"); fi
+  "$BIN" mount "$fs" "${args[@]}" -o allow_other,default_permissions >/dev/null
+  (cd "$WORK/$fs" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
+  got=$(summary "$WORK/$fs/pjd.log" | sed 's/, [0-9]* total//')
+  echo "$fs:  $(summary "$WORK/$fs/pjd.log")"
+  if [ "$got" != "$want" ]; then
+    echo "pjdfstest on $fs differs from native tmpfs; failures:"
+    grep -E 'FAILED|failed$' "$WORK/$fs/pjd.log" | head -40 || true
+    status=1
+  fi
+  "$BIN" umount "$WORK/$fs/mnt"
+done
+[ $status = 0 ] && echo "pjdfstest: 2 passed, 0 failed"
+exit $status
