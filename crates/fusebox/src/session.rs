@@ -56,7 +56,7 @@ impl<F: Filesystem> Session<F> {
     pub fn mount(fs: F, mountpoint: &Path, opts: &Options, cfg: SessionConfig) -> Result<Session<F>, Error> {
         let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
         let fs = Arc::new(fs);
-        let notifier = Notifier::new(Arc::new(DevChannel::new(mount.device().try_clone()?)));
+        let notifier = Notifier::for_sink(Arc::new(DevChannel::new(mount.device().try_clone()?)));
         let conn = handshake(&mount, &*fs, &opts.init, &notifier)?;
         tracing::info!(
             mountpoint = %mount.mountpoint().display(),

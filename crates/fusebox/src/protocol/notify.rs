@@ -30,7 +30,8 @@ struct Retrieves {
 }
 
 impl Notifier {
-    pub(crate) fn new(sink: Arc<dyn ReplySink + Send + Sync>) -> Notifier {
+    /// A notifier writing to `sink` (a transport, or a test double).
+    pub fn for_sink(sink: Arc<dyn ReplySink + Send + Sync>) -> Notifier {
         Notifier { sink, retrieves: Arc::new(Retrieves::default()) }
     }
 
