@@ -55,7 +55,12 @@ mod tests {
 
     #[test]
     fn init_out_tail_offsets() {
-        let o = InitOut { max_pages: 7, flags2: 9, request_timeout: 5, ..Default::default() };
+        let o = InitOut {
+            max_pages: 7,
+            flags2: 9,
+            request_timeout: 5,
+            ..Default::default()
+        };
         let b = o.as_bytes();
         assert_eq!(&b[28..30], &7u16.to_le_bytes());
         assert_eq!(&b[32..36], &9u32.to_le_bytes());

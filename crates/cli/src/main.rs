@@ -45,7 +45,10 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> Result<()> {
@@ -61,15 +64,27 @@ fn main() -> Result<()> {
                     .rev()
                     .find(|m| m.mountpoint == mp)
                     .with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
-                fusebox::mount::abort_connection(m.connection)
-                    .with_context(|| format!("aborting FUSE connection {} of {}", m.connection, mp.display()))?;
+                fusebox::mount::abort_connection(m.connection).with_context(|| {
+                    format!(
+                        "aborting FUSE connection {} of {}",
+                        m.connection,
+                        mp.display()
+                    )
+                })?;
             }
-            fusebox::mount::unmount_path(&mp, false).with_context(|| format!("unmounting {}", mp.display()))
+            fusebox::mount::unmount_path(&mp, false)
+                .with_context(|| format!("unmounting {}", mp.display()))
         }
         Command::Stats(args) => stats::run(args),
         Command::List => {
             for m in fusebox::mount::fuse_mounts() {
-                println!("{}\t{}\t{}\tconnection {}", m.mountpoint.display(), m.fstype, m.source, m.connection);
+                println!(
+                    "{}\t{}\t{}\tconnection {}",
+                    m.mountpoint.display(),
+                    m.fstype,
+                    m.source,
+                    m.connection
+                );
             }
             Ok(())
         }

@@ -84,7 +84,10 @@ fn parse_size(s: &str) -> Result<u64> {
         Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    Ok(num.parse::<u64>().with_context(|| format!("bad size {s:?}"))? * mult)
+    Ok(num
+        .parse::<u64>()
+        .with_context(|| format!("bad size {s:?}"))?
+        * mult)
 }
 
 pub fn run(args: MountArgs) -> Result<()> {
@@ -103,7 +106,11 @@ pub fn run(args: MountArgs) -> Result<()> {
     };
     let name = format!("{:?}", args.fs).to_lowercase();
     opts.mount.subtype.get_or_insert(name.clone());
-    opts.mount.fsname.get_or_insert(source.as_ref().map_or(name.clone(), |s| s.display().to_string()));
+    opts.mount.fsname.get_or_insert(
+        source
+            .as_ref()
+            .map_or(name.clone(), |s| s.display().to_string()),
+    );
     let cfg = SessionConfig {
         workers: args.threads.unwrap_or(SessionConfig::default().workers),
         pin_workers: args.pin,
@@ -113,23 +120,37 @@ pub fn run(args: MountArgs) -> Result<()> {
     match args.fs {
         FsKind::Stackfs => {
             let src = source.expect("checked above");
-            let fs = StackFs::new(&src, StackOptions { fs: opts.fs, fd_cache: args.fd_cache })
-                .with_context(|| format!("opening source {}", src.display()))?;
+            let fs = StackFs::new(
+                &src,
+                StackOptions {
+                    fs: opts.fs,
+                    fd_cache: args.fd_cache,
+                },
+            )
+            .with_context(|| format!("opening source {}", src.display()))?;
             serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
         }
         FsKind::Memfs => serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
         FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
         FsKind::Timingfs => {
-            let profile = TimingProfile::parse(&args.profile)
-                .with_context(|| format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile))?;
+            let profile = TimingProfile::parse(&args.profile).with_context(|| {
+                format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile)
+            })?;
             let fs = TimingFs::new(profile, args.files, parse_size(&args.size)?, t);
             serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
         }
     }
 }
 
-fn serve<F: Filesystem>(fs: F, mountpoint: &PathBuf, opts: &Options, cfg: SessionConfig, notify: bool) -> Result<()> {
-    let session = Session::mount(fs, mountpoint, opts, cfg).with_context(|| format!("mounting {}", mountpoint.display()))?;
+fn serve<F: Filesystem>(
+    fs: F,
+    mountpoint: &std::path::Path,
+    opts: &Options,
+    cfg: SessionConfig,
+    notify: bool,
+) -> Result<()> {
+    let session = Session::mount(fs, mountpoint, opts, cfg)
+        .with_context(|| format!("mounting {}", mountpoint.display()))?;
     session.unmount_on_signals(Duration::from_secs(3))?;
     if notify {
         println!("ready {}", std::process::id());
@@ -150,7 +171,9 @@ fn serve<F: Filesystem>(fs: F, mountpoint: &PathBuf, opts: &Options, cfg: Sessio
 fn daemonize(args: &MountArgs) -> Result<()> {
     let exe = std::env::current_exe().context("locating the fusebox binary")?;
     let stderr = match &args.log_file {
-        Some(p) => Stdio::from(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        Some(p) => Stdio::from(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        ),
         None => Stdio::piped(),
     };
     let mut child = Command::new(exe)

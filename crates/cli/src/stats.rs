@@ -27,7 +27,10 @@ fn fmt_ns(ns: u64) -> String {
 
 pub fn run(args: StatsArgs) -> Result<()> {
     let snap = fusebox::stats::fetch(&args.mountpoint).with_context(|| {
-        format!("reading stats of {} (is a fusebox daemon serving it?)", args.mountpoint.display())
+        format!(
+            "reading stats of {} (is a fusebox daemon serving it?)",
+            args.mountpoint.display()
+        )
     })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&snap)?);
@@ -47,9 +50,12 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
         snap.proto_minor,
         snap.uptime_ms as f64 / 1e3
     );
-    s += &format!("{:<18} {:>12} {:>8} {:>10} {:>10} {:>10}\n", "REQUEST", "COUNT", "ERRORS", "MEAN", "P50<", "P99<");
+    s += &format!(
+        "{:<18} {:>12} {:>8} {:>10} {:>10} {:>10}\n",
+        "REQUEST", "COUNT", "ERRORS", "MEAN", "P50<", "P99<"
+    );
     let mut ops = snap.ops.clone();
-    ops.sort_by(|a, b| b.count.cmp(&a.count));
+    ops.sort_by_key(|o| std::cmp::Reverse(o.count));
     for o in &ops {
         s += &format!(
             "{:<18} {:>12} {:>8} {:>10} {:>10} {:>10}\n",
@@ -65,11 +71,21 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
             for (i, &n) in o.bins.iter().enumerate().take(BINS) {
                 if n > 0 {
                     let bar = "#".repeat(((n * 40).div_ceil(max)) as usize);
-                    s += &format!("    {:>9}..{:<9} {:>10} {}\n", fmt_ns(1 << (i + 1)), fmt_ns(1 << (i + 2)), n, bar);
+                    s += &format!(
+                        "    {:>9}..{:<9} {:>10} {}\n",
+                        fmt_ns(1 << (i + 1)),
+                        fmt_ns(1 << (i + 2)),
+                        n,
+                        bar
+                    );
                 }
             }
         }
     }
-    s += &format!("\ntotal {} requests; flags: {}\n", snap.total_requests(), snap.flags.join(" "));
+    s += &format!(
+        "\ntotal {} requests; flags: {}\n",
+        snap.total_requests(),
+        snap.flags.join(" ")
+    );
     s
 }

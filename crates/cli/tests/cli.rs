@@ -8,12 +8,17 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_fusebox");
 
 fn scratch(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("fusebox-cli-{tag}-")).tempdir_in("/dev/shm").unwrap()
+    tempfile::Builder::new()
+        .prefix(&format!("fusebox-cli-{tag}-"))
+        .tempdir_in("/dev/shm")
+        .unwrap()
 }
 
 fn is_mounted(p: &Path) -> bool {
     let canon = std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-    fusebox::mount::fuse_mounts().iter().any(|m| m.mountpoint == canon)
+    fusebox::mount::fuse_mounts()
+        .iter()
+        .any(|m| m.mountpoint == canon)
 }
 
 /// Unmounts on drop, even if the test panicked.
@@ -21,7 +26,10 @@ struct Guard(PathBuf);
 impl Drop for Guard {
     fn drop(&mut self) {
         if is_mounted(&self.0) {
-            let _ = Command::new(BIN).args(["umount", "--abort"]).arg(&self.0).status();
+            let _ = Command::new(BIN)
+                .args(["umount", "--abort"])
+                .arg(&self.0)
+                .status();
         }
     }
 }
@@ -37,7 +45,11 @@ fn background_mount_stats_and_umount() {
     std::fs::create_dir(&mnt).unwrap();
     let m = mnt.to_str().unwrap();
     let out = fusebox(&["mount", "memfs", m]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _guard = Guard(mnt.clone());
     // The parent returns only once the child reported the mount ready.
     assert!(is_mounted(&mnt));
@@ -46,15 +58,28 @@ fn background_mount_stats_and_umount() {
         std::fs::metadata(mnt.join(format!("f{i}"))).unwrap();
     }
     let out = fusebox(&["stats", m, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let snap: fusebox::stats::Snapshot = serde_json::from_slice(&out.stdout).unwrap();
     assert!(snap.op("CREATE").is_some_and(|o| o.count >= 10), "{snap:?}");
-    assert!(snap.op("WRITE").is_some_and(|o| o.count >= 10 && o.bins.iter().sum::<u64>() == o.count));
+    assert!(snap
+        .op("WRITE")
+        .is_some_and(|o| o.count >= 10 && o.bins.iter().sum::<u64>() == o.count));
     let out = fusebox(&["stats", m, "--histogram"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("CREATE") && text.contains("REQUEST"), "{text}");
+    assert!(
+        text.contains("CREATE") && text.contains("REQUEST"),
+        "{text}"
+    );
     let out = fusebox(&["umount", m]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!is_mounted(&mnt));
 }
 
@@ -83,7 +108,11 @@ fn killing_the_daemon_leaves_no_hang() {
     let e = std::fs::metadata(mnt.join("x")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc_enotconn()), "{e}");
     let out = fusebox(&["umount", mnt.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!is_mounted(&mnt));
 }
 
@@ -94,10 +123,20 @@ fn libc_enotconn() -> i32 {
 #[test]
 fn bad_options_are_reported_clearly() {
     let dir = scratch("opts");
-    let out = fusebox(&["mount", "memfs", dir.path().to_str().unwrap(), "-o", "max_write=lots", "-f"]);
+    let out = fusebox(&[
+        "mount",
+        "memfs",
+        dir.path().to_str().unwrap(),
+        "-o",
+        "max_write=lots",
+        "-f",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("max_write") && err.contains("not a number"), "{err}");
+    assert!(
+        err.contains("max_write") && err.contains("not a number"),
+        "{err}"
+    );
     let out = fusebox(&["stats", dir.path().to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a fusebox daemon serving it"));

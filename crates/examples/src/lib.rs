@@ -11,8 +11,8 @@
 
 pub mod memfs;
 pub mod nullfs;
-mod sys;
 pub mod stackfs;
+mod sys;
 pub mod timingfs;
 
 pub use memfs::MemFs;

@@ -23,7 +23,11 @@ impl NullFs {
     /// `timeouts.attr` zero makes every stat a GETATTR round trip, which is
     /// what the RFUSE latency breakdown measures.
     pub fn new(timeouts: Timeouts) -> NullFs {
-        NullFs { timeouts, next_node: AtomicU64::new(2), created: Timespec::now() }
+        NullFs {
+            timeouts,
+            next_node: AtomicU64::new(2),
+            created: Timespec::now(),
+        }
     }
 
     fn attr(&self, node: NodeId) -> FileAttr {
@@ -35,7 +39,11 @@ impl NullFs {
             atime: self.created,
             mtime: self.created,
             ctime: self.created,
-            mode: if dir { libc::S_IFDIR | 0o755 } else { libc::S_IFREG | 0o644 },
+            mode: if dir {
+                libc::S_IFDIR | 0o755
+            } else {
+                libc::S_IFREG | 0o644
+            },
             nlink: if dir { 2 } else { 1 },
             uid: 0,
             gid: 0,
@@ -60,11 +68,17 @@ impl Filesystem for NullFs {
     }
 
     fn getattr(&self, _: &Ctx, node: NodeId, _: Option<FileHandle>) -> FsResult<AttrReply> {
-        Ok(AttrReply { attr: self.attr(node), ttl: self.timeouts.attr })
+        Ok(AttrReply {
+            attr: self.attr(node),
+            ttl: self.timeouts.attr,
+        })
     }
 
     fn setattr(&self, _: &Ctx, node: NodeId, _: &SetAttr) -> FsResult<AttrReply> {
-        Ok(AttrReply { attr: self.attr(node), ttl: self.timeouts.attr })
+        Ok(AttrReply {
+            attr: self.attr(node),
+            ttl: self.timeouts.attr,
+        })
     }
 
     fn mknod(&self, _: &Ctx, _: NodeId, _: &OsStr, _: &Mknod) -> FsResult<Entry> {

@@ -27,7 +27,11 @@ pub struct KernelHandle {
 /// `name_to_handle_at(dir, name, flags)`; `flags` may hold
 /// `AT_EMPTY_PATH` (handle of `dir` itself). Never follows a final symlink.
 pub fn name_to_handle_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<KernelHandle> {
-    let mut raw = RawHandle { handle_bytes: MAX_HANDLE_SZ as u32, handle_type: 0, f_handle: [0; MAX_HANDLE_SZ] };
+    let mut raw = RawHandle {
+        handle_bytes: MAX_HANDLE_SZ as u32,
+        handle_type: 0,
+        f_handle: [0; MAX_HANDLE_SZ],
+    };
     let mut mount_id: libc::c_int = 0;
     // SAFETY: `raw` is a properly laid out `struct file_handle` whose
     // handle_bytes tells the kernel it may write up to MAX_HANDLE_SZ bytes
@@ -46,17 +50,32 @@ pub fn name_to_handle_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Re
         return Err(io::Error::last_os_error());
     }
     let len = (raw.handle_bytes as usize).min(MAX_HANDLE_SZ);
-    Ok(KernelHandle { typ: raw.handle_type, bytes: raw.f_handle[..len].into() })
+    Ok(KernelHandle {
+        typ: raw.handle_type,
+        bytes: raw.f_handle[..len].into(),
+    })
 }
 
 /// `open_by_handle_at(mount_fd, handle, flags)` (needs CAP_DAC_READ_SEARCH).
-pub fn open_by_handle_at(mount_fd: BorrowedFd<'_>, handle: &KernelHandle, flags: i32) -> io::Result<OwnedFd> {
-    let mut raw = RawHandle { handle_bytes: handle.bytes.len() as u32, handle_type: handle.typ, f_handle: [0; MAX_HANDLE_SZ] };
+pub fn open_by_handle_at(
+    mount_fd: BorrowedFd<'_>,
+    handle: &KernelHandle,
+    flags: i32,
+) -> io::Result<OwnedFd> {
+    let mut raw = RawHandle {
+        handle_bytes: handle.bytes.len() as u32,
+        handle_type: handle.typ,
+        f_handle: [0; MAX_HANDLE_SZ],
+    };
     raw.f_handle[..handle.bytes.len()].copy_from_slice(&handle.bytes);
     // SAFETY: `raw` is a valid `struct file_handle` the kernel only reads;
     // it lives for the call.
     let fd = unsafe {
-        libc::open_by_handle_at(mount_fd.as_raw_fd(), &mut raw as *mut RawHandle as *mut libc::file_handle, flags)
+        libc::open_by_handle_at(
+            mount_fd.as_raw_fd(),
+            &mut raw as *mut RawHandle as *mut libc::file_handle,
+            flags,
+        )
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());

@@ -28,7 +28,10 @@ impl TimingProfile {
         match s {
             "pmem" => Some(TimingProfile::Pmem),
             "ssd" => Some(TimingProfile::Ssd),
-            other => other.strip_suffix("us").and_then(|n| n.parse().ok()).map(|us| TimingProfile::PerBlock(Duration::from_micros(us))),
+            other => other
+                .strip_suffix("us")
+                .and_then(|n| n.parse().ok())
+                .map(|us| TimingProfile::PerBlock(Duration::from_micros(us))),
         }
     }
 
@@ -54,7 +57,13 @@ const FIRST_FILE_NODE: u64 = 2;
 
 impl TimingFs {
     pub fn new(profile: TimingProfile, files: u64, size: u64, timeouts: Timeouts) -> TimingFs {
-        TimingFs { profile, files, size, timeouts, created: Timespec::now() }
+        TimingFs {
+            profile,
+            files,
+            size,
+            timeouts,
+            created: Timespec::now(),
+        }
     }
 
     fn attr(&self, node: NodeId) -> Option<FileAttr> {
@@ -69,7 +78,11 @@ impl TimingFs {
             atime: self.created,
             mtime: self.created,
             ctime: self.created,
-            mode: if dir { libc::S_IFDIR | 0o755 } else { libc::S_IFREG | 0o444 },
+            mode: if dir {
+                libc::S_IFDIR | 0o755
+            } else {
+                libc::S_IFREG | 0o444
+            },
             nlink: if dir { 2 } else { 1 },
             uid: 0,
             gid: 0,
@@ -101,18 +114,28 @@ impl Filesystem for TimingFs {
         if parent != NodeId::ROOT {
             return Err(Errno::ENOTDIR);
         }
-        let idx = name.to_str().and_then(|n| n.strip_prefix("file")).and_then(|n| n.parse::<u64>().ok());
+        let idx = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("file"))
+            .and_then(|n| n.parse::<u64>().ok());
         match idx.filter(|i| *i < self.files && Self::name_of(*i) == name) {
             Some(i) => {
                 let node = NodeId(FIRST_FILE_NODE + i);
-                Ok(Entry::new(node, self.attr(node).ok_or(Errno::ENOENT)?, &self.timeouts))
+                Ok(Entry::new(
+                    node,
+                    self.attr(node).ok_or(Errno::ENOENT)?,
+                    &self.timeouts,
+                ))
             }
             None => Err(Errno::ENOENT),
         }
     }
 
     fn getattr(&self, _: &Ctx, node: NodeId, _: Option<FileHandle>) -> FsResult<AttrReply> {
-        Ok(AttrReply { attr: self.attr(node).ok_or(Errno::ENOENT)?, ttl: self.timeouts.attr })
+        Ok(AttrReply {
+            attr: self.attr(node).ok_or(Errno::ENOENT)?,
+            ttl: self.timeouts.attr,
+        })
     }
 
     fn open(&self, _: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
@@ -120,7 +143,10 @@ impl Filesystem for TimingFs {
         if args.flags & libc::O_ACCMODE != libc::O_RDONLY {
             return Err(Errno::EACCES);
         }
-        Ok(Opened { flags: fusebox::abi::flags::fopen::NOFLUSH, ..Default::default() })
+        Ok(Opened {
+            flags: fusebox::abi::flags::fopen::NOFLUSH,
+            ..Default::default()
+        })
     }
 
     fn read(&self, _: &Ctx, node: NodeId, args: &Read, out: &mut DataOut) -> FsResult<()> {
@@ -149,7 +175,11 @@ impl Filesystem for TimingFs {
             let (ino, kind, name) = match off {
                 0 => (1, FileType::Directory, OsString::from(".")),
                 1 => (1, FileType::Directory, OsString::from("..")),
-                n => (FIRST_FILE_NODE + n - 2, FileType::RegularFile, Self::name_of(n - 2)),
+                n => (
+                    FIRST_FILE_NODE + n - 2,
+                    FileType::RegularFile,
+                    Self::name_of(n - 2),
+                ),
             };
             if !out.push(ino, off + 1, kind, &name) {
                 break;
@@ -161,7 +191,14 @@ impl Filesystem for TimingFs {
 
     fn statfs(&self, _: &Ctx, _: NodeId) -> FsResult<Statfs> {
         let blocks = (self.files * self.size).div_ceil(4096);
-        Ok(Statfs { blocks, files: self.files + 1, bsize: 4096, frsize: 4096, namelen: 255, ..Default::default() })
+        Ok(Statfs {
+            blocks,
+            files: self.files + 1,
+            bsize: 4096,
+            frsize: 4096,
+            namelen: 255,
+            ..Default::default()
+        })
     }
 
     fn access(&self, _: &Ctx, _: NodeId, _: i32) -> FsResult<()> {
@@ -178,18 +215,29 @@ mod tests {
         assert_eq!(TimingProfile::Pmem.delay(1 << 20), Duration::ZERO);
         assert_eq!(TimingProfile::Ssd.delay(4096), Duration::from_micros(100));
         assert_eq!(TimingProfile::Ssd.delay(4097), Duration::from_micros(200));
-        assert_eq!(TimingProfile::parse("30us"), Some(TimingProfile::PerBlock(Duration::from_micros(30))));
+        assert_eq!(
+            TimingProfile::parse("30us"),
+            Some(TimingProfile::PerBlock(Duration::from_micros(30)))
+        );
         assert_eq!(TimingProfile::parse("hdd"), None);
     }
 
     #[test]
     fn ssd_reads_take_their_time_and_return_the_pattern() {
         let fs = TimingFs::new(TimingProfile::Ssd, 1, 1 << 20, Timeouts::default());
-        let e = fs.lookup(&Ctx::internal(), NodeId::ROOT, OsStr::new("file0")).unwrap();
+        let e = fs
+            .lookup(&Ctx::internal(), NodeId::ROOT, OsStr::new("file0"))
+            .unwrap();
         let mut out = DataOut::with_capacity(8192);
         out.reset(8192);
         let t = Instant::now();
-        let args = Read { fh: FileHandle(0), offset: 300, size: 8192, flags: 0, lock_owner: None };
+        let args = Read {
+            fh: FileHandle(0),
+            offset: 300,
+            size: 8192,
+            flags: 0,
+            lock_owner: None,
+        };
         fs.read(&Ctx::internal(), e.node, &args, &mut out).unwrap();
         assert!(t.elapsed() >= Duration::from_micros(200));
         assert_eq!(out.as_slice()[0], (300 % 251) as u8);

@@ -61,10 +61,21 @@ fn shape(m: &fs::Metadata) -> (u32, u64, u64, u32, u32) {
 }
 
 fn python(dir: &Path, script: &str) -> std::io::Result<String> {
-    let out = std::process::Command::new("python3").arg("-c").arg(script).arg(dir).output()?;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(dir)
+        .output()?;
     let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        s += &format!(" [exit {}: {}]", out.status, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or(""));
+        s += &format!(
+            " [exit {}: {}]",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
     }
     Ok(s)
 }
@@ -85,10 +96,27 @@ mod cases {
         l.r("truncate 5", f.set_len(5));
         l.r("truncate 100", f.set_len(100));
         l.r("stat", fs::metadata(&p).map(|m| shape(&m)));
-        l.r("read truncated", fs::read(&p).map(|v| (v.len(), v[..5].to_vec(), v[5..].iter().all(|b| *b == 0))));
-        l.r("O_TRUNC", OpenOptions::new().write(true).truncate(true).open(&p).map(|_| ()));
+        l.r(
+            "read truncated",
+            fs::read(&p).map(|v| (v.len(), v[..5].to_vec(), v[5..].iter().all(|b| *b == 0))),
+        );
+        l.r(
+            "O_TRUNC",
+            OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&p)
+                .map(|_| ()),
+        );
         l.r("size after O_TRUNC", fs::metadata(&p).map(|m| m.size()));
-        l.r("O_EXCL on existing", OpenOptions::new().write(true).create_new(true).open(&p).map(|_| ()));
+        l.r(
+            "O_EXCL on existing",
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&p)
+                .map(|_| ()),
+        );
         l.r("open missing", File::open(d.join("missing")).map(|_| ()));
         let mut f = OpenOptions::new().read(true).write(true).open(&p).unwrap();
         l.r("write at 3", f.write_at(b"abc", 3));
@@ -100,7 +128,11 @@ mod cases {
     pub fn o_direct_io(d: &Path, l: &mut Log) {
         let p = d.join("direct");
         fs::write(&p, vec![7u8; 64 << 10]).unwrap();
-        let f = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(&p);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&p);
         let f = match f {
             Ok(f) => f,
             Err(e) => return l.v("open O_DIRECT", errno_of(&e)),
@@ -115,7 +147,10 @@ mod cases {
         l.r("direct read 4K at 8K", f.read_at(buf, 8192));
         l.v("data", (buf[0], buf[4095]));
         l.r("direct read at EOF", f.read_at(buf, 64 << 10));
-        l.r("buffered view", fs::read(&p).map(|v| (v[8191], v[8192], v[12287], v[12288])));
+        l.r(
+            "buffered view",
+            fs::read(&p).map(|v| (v[8191], v[8192], v[12287], v[12288])),
+        );
     }
 
     pub fn mmap_io(d: &Path, l: &mut Log) {
@@ -141,7 +176,10 @@ with open(p, "rb") as f:
         l.r("write at 5 GiB", f.write_at(b"tail", off));
         l.r("size", fs::metadata(&p).map(|m| m.size()));
         let mut b = [1u8; 8];
-        l.r("read hole at 4 GiB", f.read_at(&mut b, 4 << 30).map(|n| (n, b)));
+        l.r(
+            "read hole at 4 GiB",
+            f.read_at(&mut b, 4 << 30).map(|n| (n, b)),
+        );
         let mut b = [0u8; 8];
         l.r("read data", f.read_at(&mut b, off).map(|n| (n, b)));
         l.r("blocks small", fs::metadata(&p).map(|m| m.blocks() < 1024));
@@ -175,7 +213,10 @@ with open(p, "rb") as f:
             File::create(p.join(format!("entry-{i:05}-{}", "x".repeat(i % 40)))).unwrap();
         }
         let names = |p: &Path| -> Vec<String> {
-            let mut v: Vec<String> = fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            let mut v: Vec<String> = fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
             v.sort();
             v
         };
@@ -204,23 +245,47 @@ with open(p, "rb") as f:
     pub fn rename_flags(d: &Path, l: &mut Log) {
         fs::write(d.join("a"), b"A").unwrap();
         fs::write(d.join("b"), b"B").unwrap();
-        l.rx("noreplace onto existing", rustix::fs::renameat_with(CWD, d.join("a"), CWD, d.join("b"), RenameFlags::NOREPLACE));
-        l.rx("noreplace to new", rustix::fs::renameat_with(CWD, d.join("a"), CWD, d.join("c"), RenameFlags::NOREPLACE));
-        l.rx("exchange", rustix::fs::renameat_with(CWD, d.join("b"), CWD, d.join("c"), RenameFlags::EXCHANGE));
+        l.rx(
+            "noreplace onto existing",
+            rustix::fs::renameat_with(CWD, d.join("a"), CWD, d.join("b"), RenameFlags::NOREPLACE),
+        );
+        l.rx(
+            "noreplace to new",
+            rustix::fs::renameat_with(CWD, d.join("a"), CWD, d.join("c"), RenameFlags::NOREPLACE),
+        );
+        l.rx(
+            "exchange",
+            rustix::fs::renameat_with(CWD, d.join("b"), CWD, d.join("c"), RenameFlags::EXCHANGE),
+        );
         l.r("b", fs::read(d.join("b")));
         l.r("c", fs::read(d.join("c")));
-        l.rx("exchange with missing", rustix::fs::renameat_with(CWD, d.join("b"), CWD, d.join("zz"), RenameFlags::EXCHANGE));
-        l.r("plain rename overwrite", fs::rename(d.join("b"), d.join("c")));
+        l.rx(
+            "exchange with missing",
+            rustix::fs::renameat_with(CWD, d.join("b"), CWD, d.join("zz"), RenameFlags::EXCHANGE),
+        );
+        l.r(
+            "plain rename overwrite",
+            fs::rename(d.join("b"), d.join("c")),
+        );
         l.r("c after", fs::read(d.join("c")));
         fs::create_dir_all(d.join("d1/d2")).unwrap();
-        l.r("dir into own subdir", fs::rename(d.join("d1"), d.join("d1/d2/d3")));
+        l.r(
+            "dir into own subdir",
+            fs::rename(d.join("d1"), d.join("d1/d2/d3")),
+        );
         fs::create_dir(d.join("e1")).unwrap();
         fs::write(d.join("e1/f"), b"").unwrap();
-        l.r("dir over non-empty dir", fs::rename(d.join("d1"), d.join("e1")));
+        l.r(
+            "dir over non-empty dir",
+            fs::rename(d.join("d1"), d.join("e1")),
+        );
         l.r("file over dir", fs::rename(d.join("c"), d.join("e1")));
         l.r("dir over file", fs::rename(d.join("e1"), d.join("c")));
         l.r("dir rename", fs::rename(d.join("d1"), d.join("d9")));
-        l.r("moved child", fs::metadata(d.join("d9/d2")).map(|m| m.is_dir()));
+        l.r(
+            "moved child",
+            fs::metadata(d.join("d9/d2")).map(|m| m.is_dir()),
+        );
     }
 
     pub fn hard_links(d: &Path, l: &mut Log) {
@@ -230,11 +295,19 @@ with open(p, "rb") as f:
         l.r("link to existing", fs::hard_link(&a, d.join("b")));
         l.r("nlink a", fs::metadata(&a).map(|m| m.nlink()));
         l.r("nlink b", fs::metadata(d.join("b")).map(|m| m.nlink()));
-        l.r("same inode", Ok::<_, std::io::Error>(fs::metadata(&a).unwrap().ino() == fs::metadata(d.join("b")).unwrap().ino()));
+        l.r(
+            "same inode",
+            Ok::<_, std::io::Error>(
+                fs::metadata(&a).unwrap().ino() == fs::metadata(d.join("b")).unwrap().ino(),
+            ),
+        );
         fs::write(d.join("b"), b"through b").unwrap();
         l.r("read a", fs::read(&a));
         l.r("unlink a", fs::remove_file(&a));
-        l.r("nlink b after", fs::metadata(d.join("b")).map(|m| m.nlink()));
+        l.r(
+            "nlink b after",
+            fs::metadata(d.join("b")).map(|m| m.nlink()),
+        );
         fs::create_dir(d.join("dir")).unwrap();
         l.r("link dir", fs::hard_link(d.join("dir"), d.join("dir2")));
     }
@@ -244,62 +317,158 @@ with open(p, "rb") as f:
         l.r("symlink", std::os::unix::fs::symlink("target", d.join("s")));
         l.r("readlink", fs::read_link(d.join("s")));
         l.r("follow", fs::read(d.join("s")));
-        l.r("lstat", fs::symlink_metadata(d.join("s")).map(|m| (m.file_type().is_symlink(), m.size())));
-        l.r("dangling", std::os::unix::fs::symlink("nowhere/x", d.join("dangle")));
+        l.r(
+            "lstat",
+            fs::symlink_metadata(d.join("s")).map(|m| (m.file_type().is_symlink(), m.size())),
+        );
+        l.r(
+            "dangling",
+            std::os::unix::fs::symlink("nowhere/x", d.join("dangle")),
+        );
         l.r("follow dangling", fs::read(d.join("dangle")));
         l.r("readlink dangling", fs::read_link(d.join("dangle")));
-        l.r("symlink exists", std::os::unix::fs::symlink("x", d.join("s")));
+        l.r(
+            "symlink exists",
+            std::os::unix::fs::symlink("x", d.join("s")),
+        );
         l.r("readlink non-link", fs::read_link(d.join("target")));
         let long = "y".repeat(1000);
-        l.r("long target", std::os::unix::fs::symlink(&long, d.join("long")));
-        l.r("readlink long", fs::read_link(d.join("long")).map(|p| p.as_os_str().len()));
+        l.r(
+            "long target",
+            std::os::unix::fs::symlink(&long, d.join("long")),
+        );
+        l.r(
+            "readlink long",
+            fs::read_link(d.join("long")).map(|p| p.as_os_str().len()),
+        );
     }
 
     pub fn xattrs(d: &Path, l: &mut Log) {
         let p = d.join("x");
         fs::write(&p, b"").unwrap();
         let mut buf = [0u8; 64];
-        l.rx("set", rustix::fs::setxattr(&p, "user.k1", b"v1", XattrFlags::empty()));
-        l.rx("set create existing", rustix::fs::setxattr(&p, "user.k1", b"v", XattrFlags::CREATE));
-        l.rx("set replace missing", rustix::fs::setxattr(&p, "user.k2", b"v", XattrFlags::REPLACE));
-        l.rx("set k2", rustix::fs::setxattr(&p, "user.k2", b"value-two", XattrFlags::CREATE));
+        l.rx(
+            "set",
+            rustix::fs::setxattr(&p, "user.k1", b"v1", XattrFlags::empty()),
+        );
+        l.rx(
+            "set create existing",
+            rustix::fs::setxattr(&p, "user.k1", b"v", XattrFlags::CREATE),
+        );
+        l.rx(
+            "set replace missing",
+            rustix::fs::setxattr(&p, "user.k2", b"v", XattrFlags::REPLACE),
+        );
+        l.rx(
+            "set k2",
+            rustix::fs::setxattr(&p, "user.k2", b"value-two", XattrFlags::CREATE),
+        );
         let n = l.rx("get k2", rustix::fs::getxattr(&p, "user.k2", &mut buf[..]));
         l.v("k2", n.map(|n| buf[..n].to_vec()));
-        let n = l.rx("get size probe", rustix::fs::getxattr(&p, "user.k2", &mut [0u8; 0][..]));
+        let n = l.rx(
+            "get size probe",
+            rustix::fs::getxattr(&p, "user.k2", &mut [0u8; 0][..]),
+        );
         l.v("probed size", n);
-        l.rx("get too small", rustix::fs::getxattr(&p, "user.k2", &mut buf[..3]));
-        l.rx("get missing", rustix::fs::getxattr(&p, "user.none", &mut buf[..]));
+        l.rx(
+            "get too small",
+            rustix::fs::getxattr(&p, "user.k2", &mut buf[..3]),
+        );
+        l.rx(
+            "get missing",
+            rustix::fs::getxattr(&p, "user.none", &mut buf[..]),
+        );
         let n = rustix::fs::listxattr(&p, &mut buf[..]).unwrap_or(0);
-        let mut names: Vec<&[u8]> = buf[..n].split(|b| *b == 0).filter(|s| !s.is_empty()).collect();
+        let mut names: Vec<&[u8]> = buf[..n]
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .collect();
         names.sort();
-        l.v("list", names.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect::<Vec<_>>());
+        l.v(
+            "list",
+            names
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>(),
+        );
         l.rx("remove", rustix::fs::removexattr(&p, "user.k1"));
         l.rx("remove again", rustix::fs::removexattr(&p, "user.k1"));
         fs::create_dir(d.join("xd")).unwrap();
-        l.rx("set on dir", rustix::fs::setxattr(d.join("xd"), "user.d", b"1", XattrFlags::empty()));
-        l.rx("big value", rustix::fs::setxattr(&p, "user.big", &vec![5u8; 4000], XattrFlags::empty()));
+        l.rx(
+            "set on dir",
+            rustix::fs::setxattr(d.join("xd"), "user.d", b"1", XattrFlags::empty()),
+        );
+        l.rx(
+            "big value",
+            rustix::fs::setxattr(&p, "user.big", &vec![5u8; 4000], XattrFlags::empty()),
+        );
         let mut big = vec![0u8; 8192];
-        let n = l.rx("get big", rustix::fs::getxattr(&p, "user.big", &mut big[..]));
+        let n = l.rx(
+            "get big",
+            rustix::fs::getxattr(&p, "user.big", &mut big[..]),
+        );
         l.v("big size", n);
     }
 
     pub fn chmod_chown_utimensat(d: &Path, l: &mut Log) {
         let p = d.join("perm");
         fs::write(&p, b"x").unwrap();
-        l.r("chmod 4755", fs::set_permissions(&p, fs::Permissions::from_mode(0o4755)));
+        l.r(
+            "chmod 4755",
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o4755)),
+        );
         l.r("mode", fs::metadata(&p).map(|m| m.mode()));
-        l.rx("chown 1000:1000", rustix::fs::chownat(CWD, &p, Some(rustix::fs::Uid::from_raw(1000)), Some(rustix::fs::Gid::from_raw(1000)), AtFlags::empty()));
-        l.r("owner", fs::metadata(&p).map(|m| (m.uid(), m.gid(), m.mode())));
+        l.rx(
+            "chown 1000:1000",
+            rustix::fs::chownat(
+                CWD,
+                &p,
+                Some(rustix::fs::Uid::from_raw(1000)),
+                Some(rustix::fs::Gid::from_raw(1000)),
+                AtFlags::empty(),
+            ),
+        );
+        l.r(
+            "owner",
+            fs::metadata(&p).map(|m| (m.uid(), m.gid(), m.mode())),
+        );
         let ts = rustix::fs::Timestamps {
-            last_access: rustix::fs::Timespec { tv_sec: 1_000_000_000, tv_nsec: 123 },
-            last_modification: rustix::fs::Timespec { tv_sec: 1_500_000_000, tv_nsec: 456_789 },
+            last_access: rustix::fs::Timespec {
+                tv_sec: 1_000_000_000,
+                tv_nsec: 123,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: 1_500_000_000,
+                tv_nsec: 456_789,
+            },
         };
-        l.rx("utimensat", rustix::fs::utimensat(CWD, &p, &ts, AtFlags::empty()));
-        l.r("times", fs::metadata(&p).map(|m| (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())));
-        l.r("chmod missing", fs::set_permissions(d.join("nope"), fs::Permissions::from_mode(0o600)));
+        l.rx(
+            "utimensat",
+            rustix::fs::utimensat(CWD, &p, &ts, AtFlags::empty()),
+        );
+        l.r(
+            "times",
+            fs::metadata(&p).map(|m| (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())),
+        );
+        l.r(
+            "chmod missing",
+            fs::set_permissions(d.join("nope"), fs::Permissions::from_mode(0o600)),
+        );
         std::os::unix::fs::symlink("perm", d.join("ln")).unwrap();
-        l.rx("lchown", rustix::fs::chownat(CWD, d.join("ln"), Some(rustix::fs::Uid::from_raw(7)), None, AtFlags::SYMLINK_NOFOLLOW));
-        l.r("link owner", fs::symlink_metadata(d.join("ln")).map(|m| m.uid()));
+        l.rx(
+            "lchown",
+            rustix::fs::chownat(
+                CWD,
+                d.join("ln"),
+                Some(rustix::fs::Uid::from_raw(7)),
+                None,
+                AtFlags::SYMLINK_NOFOLLOW,
+            ),
+        );
+        l.r(
+            "link owner",
+            fs::symlink_metadata(d.join("ln")).map(|m| m.uid()),
+        );
         l.r("target owner", fs::metadata(&p).map(|m| m.uid()));
     }
 
@@ -320,21 +489,58 @@ with open(p, "rb") as f:
 
     pub fn fallocate(d: &Path, l: &mut Log) {
         let p = d.join("falloc");
-        let f = OpenOptions::new().create(true).read(true).write(true).open(&p).unwrap();
-        l.rx("allocate 1 MiB", rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, 1 << 20));
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        l.rx(
+            "allocate 1 MiB",
+            rustix::fs::fallocate(&f, FallocateFlags::empty(), 0, 1 << 20),
+        );
         l.r("size", fs::metadata(&p).map(|m| m.size()));
-        l.rx("keep size", rustix::fs::fallocate(&f, FallocateFlags::KEEP_SIZE, 1 << 20, 1 << 20));
+        l.rx(
+            "keep size",
+            rustix::fs::fallocate(&f, FallocateFlags::KEEP_SIZE, 1 << 20, 1 << 20),
+        );
         l.r("size kept", fs::metadata(&p).map(|m| m.size()));
         f.write_at(&vec![3u8; 256 << 10], 0).unwrap();
-        l.rx("punch hole", rustix::fs::fallocate(&f, FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE, 64 << 10, 64 << 10));
+        l.rx(
+            "punch hole",
+            rustix::fs::fallocate(
+                &f,
+                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                64 << 10,
+                64 << 10,
+            ),
+        );
         let mut b = vec![0u8; 192 << 10];
-        l.r("read around hole", f.read_at(&mut b, 0).map(|n| (n, b[(64 << 10) - 1], b[64 << 10], b[(128 << 10) - 1], b[128 << 10])));
+        l.r(
+            "read around hole",
+            f.read_at(&mut b, 0).map(|n| {
+                (
+                    n,
+                    b[(64 << 10) - 1],
+                    b[64 << 10],
+                    b[(128 << 10) - 1],
+                    b[128 << 10],
+                )
+            }),
+        );
     }
 
     pub fn lseek_data_hole(d: &Path, l: &mut Log) {
         // 64 KiB-aligned extents: memfs tracks data in 64 KiB chunks, tmpfs
         // in pages; aligned to both, the answers must agree.
-        let mut f = OpenOptions::new().create(true).read(true).write(true).open(d.join("holes")).unwrap();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(d.join("holes"))
+            .unwrap();
         f.write_at(&vec![1u8; 64 << 10], 0).unwrap();
         f.write_at(&vec![2u8; 64 << 10], 1 << 20).unwrap();
         for (what, whence, off) in [
@@ -344,7 +550,11 @@ with open(p, "rb") as f:
             ("hole from 1M", libc::SEEK_HOLE, 1 << 20),
             ("data past EOF", libc::SEEK_DATA, 4 << 20),
         ] {
-            let from = if whence == libc::SEEK_DATA { rustix::fs::SeekFrom::Data(off) } else { rustix::fs::SeekFrom::Hole(off) };
+            let from = if whence == libc::SEEK_DATA {
+                rustix::fs::SeekFrom::Data(off)
+            } else {
+                rustix::fs::SeekFrom::Hole(off)
+            };
             match rustix::fs::seek(&f, from) {
                 Ok(v) => l.v(what, v),
                 Err(e) => l.v(what, format!("Err({e})")),
@@ -354,26 +564,42 @@ with open(p, "rb") as f:
     }
 
     pub fn copy_file_range(d: &Path, l: &mut Log) {
-        fs::write(d.join("src"), (0..100_000u32).map(|i| i as u8).collect::<Vec<_>>()).unwrap();
+        fs::write(
+            d.join("src"),
+            (0..100_000u32).map(|i| i as u8).collect::<Vec<_>>(),
+        )
+        .unwrap();
         let a = File::open(d.join("src")).unwrap();
         let b = File::create(d.join("dst")).unwrap();
         let (mut oi, mut oo) = (1000u64, 10u64);
         let r = rustix::fs::copy_file_range(&a, Some(&mut oi), &b, Some(&mut oo), 50_000);
         l.v("copied", r.map_err(|e| e.to_string()));
         l.v("offsets", (oi, oo));
-        l.r("dst", fs::read(d.join("dst")).map(|v| (v.len(), v[10], v[50_009])));
+        l.r(
+            "dst",
+            fs::read(d.join("dst")).map(|v| (v.len(), v[10], v[50_009])),
+        );
     }
 
     pub fn unlink_open_file(d: &Path, l: &mut Log) {
         let p = d.join("ghost");
-        let mut f = OpenOptions::new().create(true).read(true).write(true).open(&p).unwrap();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
         l.r("unlink", fs::remove_file(&p));
         l.r("stat path", fs::metadata(&p).map(|_| ()));
         l.r("write after unlink", f.write_all(b"still here"));
         l.r("fstat", f.metadata().map(|m| (m.nlink(), m.size())));
         let mut s = String::new();
         f.seek(SeekFrom::Start(0)).unwrap();
-        l.r("read after unlink", f.read_to_string(&mut s).map(|_| s.clone()));
+        l.r(
+            "read after unlink",
+            f.read_to_string(&mut s).map(|_| s.clone()),
+        );
         l.r("recreate same name", fs::write(&p, b"new"));
         l.r("new content", fs::read(&p));
         l.r("old fd content", f.read_at(&mut [0u8; 5], 0));
@@ -384,10 +610,19 @@ with open(p, "rb") as f:
         fs::write(&p, b"").unwrap();
         let a = File::open(&p).unwrap();
         let b = File::open(&p).unwrap();
-        l.rx("flock a", rustix::fs::flock(&a, FlockOperation::NonBlockingLockExclusive));
-        l.rx("flock b conflicts", rustix::fs::flock(&b, FlockOperation::NonBlockingLockExclusive));
+        l.rx(
+            "flock a",
+            rustix::fs::flock(&a, FlockOperation::NonBlockingLockExclusive),
+        );
+        l.rx(
+            "flock b conflicts",
+            rustix::fs::flock(&b, FlockOperation::NonBlockingLockExclusive),
+        );
         l.rx("unlock a", rustix::fs::flock(&a, FlockOperation::Unlock));
-        l.rx("flock b", rustix::fs::flock(&b, FlockOperation::NonBlockingLockShared));
+        l.rx(
+            "flock b",
+            rustix::fs::flock(&b, FlockOperation::NonBlockingLockShared),
+        );
         let script = r#"
 import fcntl, os, sys
 p = os.path.join(sys.argv[1], "lock")
@@ -417,21 +652,28 @@ os.waitpid(pid, 0)
                 s.spawn(move || {
                     let f = OpenOptions::new().write(true).open(&p).unwrap();
                     for i in 0..64u64 {
-                        let off = (i * 4 + t as u64) * 32 << 10;
+                        let off = ((i * 4 + t as u64) * 32) << 10;
                         f.write_all_at(&vec![t + 1; 32 << 10], off).unwrap();
                     }
                 });
             }
         });
         let v = fs::read(&p).unwrap();
-        let ok = v.chunks(32 << 10).enumerate().all(|(i, c)| c.iter().all(|b| *b == (i % 4) as u8 + 1));
+        let ok = v
+            .chunks(32 << 10)
+            .enumerate()
+            .all(|(i, c)| c.iter().all(|b| *b == (i % 4) as u8 + 1));
         l.v("every region holds its writer's bytes", ok);
         let a = d.join("appended");
         std::thread::scope(|s| {
             for t in 0..4u8 {
                 let a = a.clone();
                 s.spawn(move || {
-                    let mut f = OpenOptions::new().create(true).append(true).open(&a).unwrap();
+                    let mut f = OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&a)
+                        .unwrap();
                     for _ in 0..100 {
                         f.write_all(&[b'a' + t; 100]).unwrap();
                     }
@@ -459,13 +701,35 @@ os.waitpid(pid, 0)
 
     pub fn errno_table(d: &Path, l: &mut Log) {
         fs::write(d.join("file"), b"").unwrap();
-        l.r("open dir for write", OpenOptions::new().write(true).open(d).map(|_| ()));
+        l.r(
+            "open dir for write",
+            OpenOptions::new().write(true).open(d).map(|_| ()),
+        );
         l.r("readdir of file", fs::read_dir(d.join("file")).map(|_| ()));
-        l.r("name too long", File::create(d.join("n".repeat(256))).map(|_| ()));
-        l.r("name 255", File::create(d.join("n".repeat(255))).map(|_| ()));
+        l.r(
+            "name too long",
+            File::create(d.join("n".repeat(256))).map(|_| ()),
+        );
+        l.r(
+            "name 255",
+            File::create(d.join("n".repeat(255))).map(|_| ()),
+        );
         l.r("file as dir", File::open(d.join("file/x")).map(|_| ()));
-        l.r("mknod fifo", rustix::fs::mknodat(CWD, d.join("fifo"), rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0).map_err(std::io::Error::from));
-        l.r("fifo type", fs::symlink_metadata(d.join("fifo")).map(|m| m.mode()));
+        l.r(
+            "mknod fifo",
+            rustix::fs::mknodat(
+                CWD,
+                d.join("fifo"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o644),
+                0,
+            )
+            .map_err(std::io::Error::from),
+        );
+        l.r(
+            "fifo type",
+            fs::symlink_metadata(d.join("fifo")).map(|m| m.mode()),
+        );
     }
 }
 
@@ -478,11 +742,19 @@ fn run_case(mount: TestMount, case: fn(&Path, &mut Log)) {
     let diff: Vec<String> = want
         .lines
         .iter()
-        .zip(got.lines.iter().chain(std::iter::repeat(&String::from("<missing>"))))
+        .zip(
+            got.lines
+                .iter()
+                .chain(std::iter::repeat(&String::from("<missing>"))),
+        )
         .filter(|(a, b)| a != b)
         .map(|(a, b)| format!("  native: {a}\n  mount:  {b}"))
         .collect();
-    assert!(diff.is_empty() && want.lines.len() == got.lines.len(), "mount differs from native:\n{}", diff.join("\n"));
+    assert!(
+        diff.is_empty() && want.lines.len() == got.lines.len(),
+        "mount differs from native:\n{}",
+        diff.join("\n")
+    );
 }
 
 macro_rules! conformance {

@@ -27,7 +27,10 @@ impl ReplySink for Replies {
         if err != 0 {
             assert_eq!(total, 16, "an error reply carries no body");
         }
-        self.0.lock().unwrap().push((u64::from_le_bytes(h[8..16].try_into().unwrap()), err));
+        self.0
+            .lock()
+            .unwrap()
+            .push((u64::from_le_bytes(h[8..16].try_into().unwrap()), err));
         Ok(())
     }
 }
@@ -50,21 +53,111 @@ fn request(op: Opcode, nodeid: u64, args: &[&[u8]]) -> Vec<u8> {
 
 /// One well-formed request of many kinds.
 pub fn seeds() -> Vec<Vec<u8>> {
-    let create = abi::CreateIn { flags: 0o102, mode: 0o100644, umask: 0o22, open_flags: 0 };
-    let write = abi::WriteIn { fh: 1, offset: 0, size: 5, ..Default::default() };
-    let read = abi::ReadIn { fh: 1, offset: 0, size: 4096, ..Default::default() };
-    let rename2 = abi::Rename2In { newdir: 1, flags: 1, padding: 0 };
-    let setx = abi::SetxattrIn { size: 3, flags: 0, setxattr_flags: 0, padding: 0 };
-    let getx = abi::GetxattrIn { size: 64, padding: 0 };
-    let setattr = abi::SetattrIn { valid: 0x1ff, size: 10, mode: 0o644, ..Default::default() };
-    let forget = [abi::BatchForgetIn { count: 2, dummy: 0 }.as_bytes().to_vec(), abi::ForgetOne { nodeid: 2, nlookup: 1 }.as_bytes().to_vec(), abi::ForgetOne { nodeid: 3, nlookup: 1 }.as_bytes().to_vec()].concat();
-    let init = abi::InitIn { major: 7, minor: 45, max_readahead: 1 << 17, flags: 0xffff_ffff, flags2: 0xffff, unused: [0; 11] };
-    let mkdir = abi::MkdirIn { mode: 0o755, umask: 0o22 };
-    let mknod = abi::MknodIn { mode: 0o10644, rdev: 0, umask: 0, padding: 0 };
-    let lseek = abi::LseekIn { fh: 1, offset: 0, whence: 3, padding: 0 };
-    let cfr = abi::CopyFileRangeIn { fh_in: 1, off_in: 0, nodeid_out: 2, fh_out: 1, off_out: 0, len: 100, flags: 0 };
-    let falloc = abi::FallocateIn { fh: 1, offset: 0, length: 4096, mode: 0, padding: 0 };
-    let ioctl = abi::IoctlIn { fh: 1, flags: 0, cmd: 1, arg: 0, in_size: 4, out_size: 8 };
+    let create = abi::CreateIn {
+        flags: 0o102,
+        mode: 0o100644,
+        umask: 0o22,
+        open_flags: 0,
+    };
+    let write = abi::WriteIn {
+        fh: 1,
+        offset: 0,
+        size: 5,
+        ..Default::default()
+    };
+    let read = abi::ReadIn {
+        fh: 1,
+        offset: 0,
+        size: 4096,
+        ..Default::default()
+    };
+    let rename2 = abi::Rename2In {
+        newdir: 1,
+        flags: 1,
+        padding: 0,
+    };
+    let setx = abi::SetxattrIn {
+        size: 3,
+        flags: 0,
+        setxattr_flags: 0,
+        padding: 0,
+    };
+    let getx = abi::GetxattrIn {
+        size: 64,
+        padding: 0,
+    };
+    let setattr = abi::SetattrIn {
+        valid: 0x1ff,
+        size: 10,
+        mode: 0o644,
+        ..Default::default()
+    };
+    let forget = [
+        abi::BatchForgetIn { count: 2, dummy: 0 }
+            .as_bytes()
+            .to_vec(),
+        abi::ForgetOne {
+            nodeid: 2,
+            nlookup: 1,
+        }
+        .as_bytes()
+        .to_vec(),
+        abi::ForgetOne {
+            nodeid: 3,
+            nlookup: 1,
+        }
+        .as_bytes()
+        .to_vec(),
+    ]
+    .concat();
+    let init = abi::InitIn {
+        major: 7,
+        minor: 45,
+        max_readahead: 1 << 17,
+        flags: 0xffff_ffff,
+        flags2: 0xffff,
+        unused: [0; 11],
+    };
+    let mkdir = abi::MkdirIn {
+        mode: 0o755,
+        umask: 0o22,
+    };
+    let mknod = abi::MknodIn {
+        mode: 0o10644,
+        rdev: 0,
+        umask: 0,
+        padding: 0,
+    };
+    let lseek = abi::LseekIn {
+        fh: 1,
+        offset: 0,
+        whence: 3,
+        padding: 0,
+    };
+    let cfr = abi::CopyFileRangeIn {
+        fh_in: 1,
+        off_in: 0,
+        nodeid_out: 2,
+        fh_out: 1,
+        off_out: 0,
+        len: 100,
+        flags: 0,
+    };
+    let falloc = abi::FallocateIn {
+        fh: 1,
+        offset: 0,
+        length: 4096,
+        mode: 0,
+        padding: 0,
+    };
+    let ioctl = abi::IoctlIn {
+        fh: 1,
+        flags: 0,
+        cmd: 1,
+        arg: 0,
+        in_size: 4,
+        out_size: 8,
+    };
     vec![
         request(Opcode::LOOKUP, 1, &[b"name\0"]),
         request(Opcode::GETATTR, 1, &[abi::GetattrIn::default().as_bytes()]),
@@ -82,12 +175,20 @@ pub fn seeds() -> Vec<Vec<u8>> {
         request(Opcode::MKDIR, 1, &[mkdir.as_bytes(), b"d\0"]),
         request(Opcode::MKNOD, 1, &[mknod.as_bytes(), b"p\0"]),
         request(Opcode::SYMLINK, 1, &[b"link\0target\0"]),
-        request(Opcode::LINK, 1, &[abi::LinkIn { oldnodeid: 2 }.as_bytes(), b"hard\0"]),
+        request(
+            Opcode::LINK,
+            1,
+            &[abi::LinkIn { oldnodeid: 2 }.as_bytes(), b"hard\0"],
+        ),
         request(Opcode::LSEEK, 2, &[lseek.as_bytes()]),
         request(Opcode::COPY_FILE_RANGE_64, 2, &[cfr.as_bytes()]),
         request(Opcode::FALLOCATE, 2, &[falloc.as_bytes()]),
         request(Opcode::IOCTL, 2, &[ioctl.as_bytes(), b"abcd"]),
-        request(Opcode::INTERRUPT, 0, &[abi::InterruptIn { unique: 77 }.as_bytes()]),
+        request(
+            Opcode::INTERRUPT,
+            0,
+            &[abi::InterruptIn { unique: 77 }.as_bytes()],
+        ),
         request(Opcode::STATX, 1, &[abi::StatxIn::default().as_bytes()]),
         request(Opcode(9999), 1, &[b"unknown opcode"]),
     ]
@@ -113,7 +214,11 @@ fn mutated_requests_never_panic() {
         Notifier::for_sink(sink.clone()),
         1,
     );
-    let mut w = Worker { data: DataOut::with_capacity(1 << 16), stats: Arc::new(WorkerStats::new("t")), slot: 0 };
+    let mut w = Worker {
+        data: DataOut::with_capacity(1 << 16),
+        stats: Arc::new(WorkerStats::new("t")),
+        slot: 0,
+    };
     let seeds = seeds();
     // The seeds themselves are served normally.
     for s in &seeds {
@@ -144,7 +249,10 @@ fn mutated_requests_never_panic() {
         }
         d.dispatch_contiguous(&m, &mut w, &*sink);
     }
-    assert!(sink.0.lock().unwrap().len() > 1000, "most mutated requests still get an answer");
+    assert!(
+        sink.0.lock().unwrap().len() > 1000,
+        "most mutated requests still get an answer"
+    );
 }
 
 #[test]

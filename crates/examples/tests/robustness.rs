@@ -36,15 +36,28 @@ impl Filesystem for Faulty {
         if node != NodeId::ROOT {
             return Err(Errno::ENOENT);
         }
-        let attr = FileAttr { ino: 1, mode: libc::S_IFDIR | 0o755, nlink: 2, ..Default::default() };
-        Ok(AttrReply { attr, ttl: Duration::ZERO })
+        let attr = FileAttr {
+            ino: 1,
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            ..Default::default()
+        };
+        Ok(AttrReply {
+            attr,
+            ttl: Duration::ZERO,
+        })
     }
 }
 
 fn faulty() -> (TestMount, mpsc::Sender<()>) {
     let (tx, rx) = mpsc::channel();
-    let fs = Faulty { release: Mutex::new(Some(rx)) };
-    (TestMount::mount(fs, scratch_dir("faulty"), None, &test_options()), tx)
+    let fs = Faulty {
+        release: Mutex::new(Some(rx)),
+    };
+    (
+        TestMount::mount(fs, scratch_dir("faulty"), None, &test_options()),
+        tx,
+    )
 }
 
 #[test]
@@ -88,7 +101,10 @@ fn a_hung_request_is_ended_by_aborting_the_connection() {
     let r = stat.join().unwrap();
     // The stuck request fails with ECONNABORTED; anything after, ENOTCONN.
     let errno = r.unwrap_err().raw_os_error();
-    assert!(matches!(errno, Some(libc::ECONNABORTED | libc::ENOTCONN)), "{errno:?}");
+    assert!(
+        matches!(errno, Some(libc::ECONNABORTED | libc::ENOTCONN)),
+        "{errno:?}"
+    );
     let later = std::fs::metadata(m.mnt.join("x")).unwrap_err();
     assert_eq!(later.raw_os_error(), Some(libc::ENOTCONN));
     // Let the stuck worker go so the session can be joined.
@@ -128,7 +144,11 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
         std::fs::write(src.join(format!("f{i}")), b"x").unwrap();
     }
     let fs = fusebox_examples::StackFs::new(&src, Default::default()).unwrap();
-    let cfg = SessionConfig { workers: 2, stats_socket: false, ..Default::default() };
+    let cfg = SessionConfig {
+        workers: 2,
+        stats_socket: false,
+        ..Default::default()
+    };
     let session = Session::mount(fs, &mnt, &test_options(), cfg).unwrap();
     for i in 0..200 {
         std::fs::metadata(mnt.join(format!("f{i}"))).unwrap();
@@ -145,8 +165,12 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(left < 10, "{left} nodes still held after the kernel forgot them");
+    assert!(
+        left < 10,
+        "{left} nodes still held after the kernel forgot them"
+    );
     let s = session.snapshot();
-    let forgets = s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
+    let forgets =
+        s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
     assert!(forgets > 0);
 }

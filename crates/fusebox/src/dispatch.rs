@@ -14,8 +14,8 @@ use crate::error::Errno;
 use crate::fs::ops::Ctx;
 use crate::fs::Filesystem;
 use crate::protocol::{
-    parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries, Notifier, Op,
-    ParseConfig, ReplySink, Request,
+    parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries,
+    Notifier, Op, ParseConfig, ReplySink, Request,
 };
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, NodeId, Opened};
@@ -79,13 +79,20 @@ fn attr_out(a: AttrReply) -> Outcome {
 }
 
 fn open_out(o: Opened) -> abi::OpenOut {
-    abi::OpenOut { fh: o.fh.0, open_flags: o.flags, backing_id: o.backing_id }
+    abi::OpenOut {
+        fh: o.fh.0,
+        open_flags: o.flags,
+        backing_id: o.backing_id,
+    }
 }
 
 /// Xattr replies: a size probe gets the size, a short buffer ERANGE.
 fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
     if requested == 0 {
-        Ok(Outcome::XattrSize(abi::GetxattrOut { size: out.len() as u32, padding: 0 }))
+        Ok(Outcome::XattrSize(abi::GetxattrOut {
+            size: out.len() as u32,
+            padding: 0,
+        }))
     } else if out.len() > requested as usize {
         Err(Errno::ERANGE)
     } else {
@@ -94,12 +101,19 @@ fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
 }
 
 impl<F: Filesystem> Dispatcher<F> {
-    pub fn new(fs: Arc<F>, parse: ParseConfig, notifier: Notifier, workers: usize) -> Dispatcher<F> {
+    pub fn new(
+        fs: Arc<F>,
+        parse: ParseConfig,
+        notifier: Notifier,
+        workers: usize,
+    ) -> Dispatcher<F> {
         Dispatcher {
             fs,
             parse,
             notifier,
-            slots: (0..workers.max(1)).map(|_| InflightSlot::default()).collect(),
+            slots: (0..workers.max(1))
+                .map(|_| InflightSlot::default())
+                .collect(),
             destroyed: AtomicBool::new(false),
         }
     }
@@ -117,7 +131,14 @@ impl<F: Filesystem> Dispatcher<F> {
     }
 
     /// Serve a request whose fixed arguments and payload are separate (io_uring).
-    pub fn dispatch_split(&self, header: abi::InHeader, args: &[u8], payload: &[u8], w: &mut Worker, sink: &dyn ReplySink) {
+    pub fn dispatch_split(
+        &self,
+        header: abi::InHeader,
+        args: &[u8],
+        payload: &[u8],
+        w: &mut Worker,
+        sink: &dyn ReplySink,
+    ) {
         match parse_split(header, args, payload, self.parse) {
             Ok(req) => self.handle(req, w, sink),
             Err(e) => self.reject(header.as_bytes(), e, w, sink),
@@ -126,7 +147,13 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// A malformed request: answered EINVAL if it has a usable header (and
     /// expects an answer), logged either way. Never fatal.
-    fn reject(&self, buf: &[u8], e: crate::protocol::ParseError, w: &mut Worker, sink: &dyn ReplySink) {
+    fn reject(
+        &self,
+        buf: &[u8],
+        e: crate::protocol::ParseError,
+        w: &mut Worker,
+        sink: &dyn ReplySink,
+    ) {
         match parse_header(buf) {
             Ok(h) => {
                 let op = Opcode(h.opcode);
@@ -155,7 +182,9 @@ impl<F: Filesystem> Dispatcher<F> {
             interrupt_slot: Some(&slot.interrupted),
         };
         let node = req.node();
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.call(&ctx, node, req.op, &mut w.data)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.call(&ctx, node, req.op, &mut w.data)
+        }));
         slot.current.store(0, Ordering::Release);
 
         let result = match outcome {
@@ -167,7 +196,11 @@ impl<F: Filesystem> Dispatcher<F> {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic".into());
                 tracing::error!(unique, ?opcode, panic = %msg, "filesystem method panicked; answering EIO");
-                if opcode.is_no_reply() { Ok(Outcome::NoReply) } else { Err(Errno::EIO) }
+                if opcode.is_no_reply() {
+                    Ok(Outcome::NoReply)
+                } else {
+                    Err(Errno::EIO)
+                }
             }
         };
         let failed = result.is_err();
@@ -180,7 +213,13 @@ impl<F: Filesystem> Dispatcher<F> {
         w.stats.record(opcode, start.elapsed(), failed);
     }
 
-    fn send(&self, unique: u64, result: Result<Outcome, Errno>, data: &DataOut, sink: &dyn ReplySink) -> std::io::Result<()> {
+    fn send(
+        &self,
+        unique: u64,
+        result: Result<Outcome, Errno>,
+        data: &DataOut,
+        sink: &dyn ReplySink,
+    ) -> std::io::Result<()> {
         let outcome = match result {
             Ok(o) => o,
             Err(e) => return send_error(sink, unique, e),
@@ -191,14 +230,20 @@ impl<F: Filesystem> Dispatcher<F> {
             Outcome::Entry(e) => Body::fixed(e),
             Outcome::Attr(a) => Body::fixed(a),
             Outcome::Open(o) => Body::fixed(o),
-            Outcome::Create(e, o) => Body { fixed: e.as_bytes(), data: o.as_bytes() },
+            Outcome::Create(e, o) => Body {
+                fixed: e.as_bytes(),
+                data: o.as_bytes(),
+            },
             Outcome::Write(o) => Body::fixed(o),
             Outcome::Statfs(s) => Body::fixed(s),
             Outcome::Data => Body::data(data.wire()),
             Outcome::XattrSize(s) => Body::fixed(s),
             Outcome::Lk(l) => Body::fixed(l),
             Outcome::Bmap(b) => Body::fixed(b),
-            Outcome::Ioctl(i) => Body { fixed: i.as_bytes(), data: data.wire() },
+            Outcome::Ioctl(i) => Body {
+                fixed: i.as_bytes(),
+                data: data.wire(),
+            },
             Outcome::Poll(p) => Body::fixed(p),
             Outcome::Lseek(l) => Body::fixed(l),
             Outcome::CopyRange64(c) => Body::fixed(c),
@@ -207,7 +252,13 @@ impl<F: Filesystem> Dispatcher<F> {
         send_reply(sink, unique, Ok(body))
     }
 
-    fn call(&self, ctx: &Ctx, node: NodeId, op: Op<'_>, data: &mut DataOut) -> Result<Outcome, Errno> {
+    fn call(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        op: Op<'_>,
+        data: &mut DataOut,
+    ) -> Result<Outcome, Errno> {
         let fs = &*self.fs;
         Ok(match op {
             Op::Init(_) => {
@@ -260,7 +311,10 @@ impl<F: Filesystem> Dispatcher<F> {
                 fs.read(ctx, node, &r, data)?;
                 Outcome::Data
             }
-            Op::Write(wr) => Outcome::Write(abi::WriteOut { size: fs.write(ctx, node, &wr)?, padding: 0 }),
+            Op::Write(wr) => Outcome::Write(abi::WriteOut {
+                size: fs.write(ctx, node, &wr)?,
+                padding: 0,
+            }),
             Op::Statfs => {
                 let s = fs.statfs(ctx, node)?;
                 Outcome::Statfs(abi::StatfsOut {
@@ -329,7 +383,14 @@ impl<F: Filesystem> Dispatcher<F> {
             }
             Op::Getlk(l) => {
                 let i = fs.getlk(ctx, node, &l)?;
-                Outcome::Lk(abi::LkOut { lk: abi::FileLock { start: i.start, end: i.end, typ: i.typ as u32, pid: i.pid } })
+                Outcome::Lk(abi::LkOut {
+                    lk: abi::FileLock {
+                        start: i.start,
+                        end: i.end,
+                        typ: i.typ as u32,
+                        pid: i.pid,
+                    },
+                })
             }
             Op::Setlk { lock, sleep } => {
                 fs.setlk(ctx, node, &lock, sleep)?;
@@ -348,13 +409,23 @@ impl<F: Filesystem> Dispatcher<F> {
                 Outcome::Create(e.to_abi(), open_out(o))
             }
             Op::Interrupt { unique } => return self.interrupt(unique),
-            Op::Bmap { block, blocksize } => Outcome::Bmap(abi::BmapOut { block: fs.bmap(ctx, node, block, blocksize)? }),
+            Op::Bmap { block, blocksize } => Outcome::Bmap(abi::BmapOut {
+                block: fs.bmap(ctx, node, block, blocksize)?,
+            }),
             Op::Ioctl(i) => {
                 data.reset(i.out_size as usize);
                 let result = fs.ioctl(ctx, node, &i, data)?;
-                Outcome::Ioctl(abi::IoctlOut { result, flags: 0, in_iovs: 0, out_iovs: 0 })
+                Outcome::Ioctl(abi::IoctlOut {
+                    result,
+                    flags: 0,
+                    in_iovs: 0,
+                    out_iovs: 0,
+                })
             }
-            Op::Poll(p) => Outcome::Poll(abi::PollOut { revents: fs.poll(ctx, node, &p)?, padding: 0 }),
+            Op::Poll(p) => Outcome::Poll(abi::PollOut {
+                revents: fs.poll(ctx, node, &p)?,
+                padding: 0,
+            }),
             Op::NotifyReply { data: bytes, .. } => {
                 self.notifier.complete_retrieve(ctx.unique, bytes);
                 Outcome::NoReply
@@ -363,13 +434,18 @@ impl<F: Filesystem> Dispatcher<F> {
                 fs.fallocate(ctx, node, &f)?;
                 Outcome::Empty
             }
-            Op::Lseek(l) => Outcome::Lseek(abi::LseekOut { offset: fs.lseek(ctx, node, &l)? }),
+            Op::Lseek(l) => Outcome::Lseek(abi::LseekOut {
+                offset: fs.lseek(ctx, node, &l)?,
+            }),
             Op::CopyFileRange { args, wide } => {
                 let n = fs.copy_file_range(ctx, &args)?;
                 if wide {
                     Outcome::CopyRange64(abi::CopyFileRangeOut { bytes_copied: n })
                 } else {
-                    Outcome::Write(abi::WriteOut { size: n.min(u32::MAX as u64) as u32, padding: 0 })
+                    Outcome::Write(abi::WriteOut {
+                        size: n.min(u32::MAX as u64) as u32,
+                        padding: 0,
+                    })
                 }
             }
             Op::Syncfs => {

@@ -44,7 +44,12 @@ impl Errno {
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Errno({}: {})", self.0, io::Error::from_raw_os_error(self.0))
+        write!(
+            f,
+            "Errno({}: {})",
+            self.0,
+            io::Error::from_raw_os_error(self.0)
+        )
     }
 }
 
@@ -83,11 +88,19 @@ pub enum Error {
     #[error("cannot open /dev/fuse: {source} (is the fuse module loaded? a non-root user needs read-write access to /dev/fuse, or fusermount3)")]
     OpenDevice { source: io::Error },
     #[error("mount of {mountpoint} failed: {source}")]
-    Mount { mountpoint: PathBuf, source: io::Error },
-    #[error("fusermount3 failed for {mountpoint}: {reason} (install it with: apt-get install fuse3)")]
+    Mount {
+        mountpoint: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "fusermount3 failed for {mountpoint}: {reason} (install it with: apt-get install fuse3)"
+    )]
     Fusermount { mountpoint: PathBuf, reason: String },
     #[error("unmount of {mountpoint} failed: {source}")]
-    Unmount { mountpoint: PathBuf, source: io::Error },
+    Unmount {
+        mountpoint: PathBuf,
+        source: io::Error,
+    },
     #[error("mountpoint {0} does not exist or is not a directory")]
     BadMountpoint(PathBuf),
     #[error("invalid mount option {option:?}: {reason}")]
@@ -131,4 +144,3 @@ impl Error {
         }
     }
 }
-

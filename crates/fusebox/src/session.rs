@@ -14,7 +14,10 @@ use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::mount::{Mount, Options};
-use crate::protocol::{init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op, ParseConfig};
+use crate::protocol::{
+    init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op,
+    ParseConfig,
+};
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::transport::TransportKind;
@@ -34,7 +37,12 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        SessionConfig { transport: TransportKind::Classic, workers: cpus.max(2), pin_workers: false, stats_socket: true }
+        SessionConfig {
+            transport: TransportKind::Classic,
+            workers: cpus.max(2),
+            pin_workers: false,
+            stats_socket: true,
+        }
     }
 }
 
@@ -53,7 +61,12 @@ pub struct Session<F: Filesystem> {
 
 impl<F: Filesystem> Session<F> {
     /// Mount `fs` at `mountpoint`, negotiate INIT, start the workers.
-    pub fn mount(fs: F, mountpoint: &Path, opts: &Options, cfg: SessionConfig) -> Result<Session<F>, Error> {
+    pub fn mount(
+        fs: F,
+        mountpoint: &Path,
+        opts: &Options,
+        cfg: SessionConfig,
+    ) -> Result<Session<F>, Error> {
         let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
         let fs = Arc::new(fs);
         let notifier = Notifier::for_sink(Arc::new(DevChannel::new(mount.device().try_clone()?)));
@@ -67,10 +80,15 @@ impl<F: Filesystem> Session<F> {
         );
 
         let workers_n = cfg.workers.max(1);
-        let parse = ParseConfig { setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT) };
+        let parse = ParseConfig {
+            setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT),
+        };
         let dispatcher = Arc::new(Dispatcher::new(fs, parse, notifier.clone(), workers_n));
-        let stats: Arc<Vec<Arc<WorkerStats>>> =
-            Arc::new((0..workers_n).map(|i| Arc::new(WorkerStats::new(format!("{}/{i}", cfg.transport)))).collect());
+        let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
+            (0..workers_n)
+                .map(|i| Arc::new(WorkerStats::new(format!("{}/{i}", cfg.transport))))
+                .collect(),
+        );
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let live_workers = Arc::new(AtomicUsize::new(workers_n));
@@ -81,19 +99,25 @@ impl<F: Filesystem> Session<F> {
                 .map_err(|source| Error::Clone { worker: i, source })?;
             let channel = DevChannel::new(fd);
             let dispatcher = dispatcher.clone();
-            let mut worker = Worker { data: DataOut::with_capacity(buf_size), stats: stats[i].clone(), slot: i };
+            let mut worker = Worker {
+                data: DataOut::with_capacity(buf_size),
+                stats: stats[i].clone(),
+                slot: i,
+            };
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
-            let handle = std::thread::Builder::new().name(format!("fusebox-dev-{i}")).spawn(move || {
-                if let Some(cpu) = pin {
-                    if let Err(e) = dev::pin_to_cpu(cpu) {
-                        tracing::warn!(cpu, error = %e, "cannot pin worker");
+            let handle = std::thread::Builder::new()
+                .name(format!("fusebox-dev-{i}"))
+                .spawn(move || {
+                    if let Some(cpu) = pin {
+                        if let Err(e) = dev::pin_to_cpu(cpu) {
+                            tracing::warn!(cpu, error = %e, "cannot pin worker");
+                        }
                     }
-                }
-                let r = dev::run_worker(&dispatcher, &channel, &mut worker, buf_size);
-                live.fetch_sub(1, Ordering::AcqRel);
-                r
-            })?;
+                    let r = dev::run_worker(&dispatcher, &channel, &mut worker, buf_size);
+                    live.fetch_sub(1, Ordering::AcqRel);
+                    r
+                })?;
             workers.push(handle);
         }
 
@@ -112,7 +136,9 @@ impl<F: Filesystem> Session<F> {
             let snap = session.snapshot_fn();
             match StatsServer::start(session.mountpoint(), snap) {
                 Ok(s) => session.stats_server = Some(s),
-                Err(e) => tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
+                }
             }
         }
         Ok(session)
@@ -123,7 +149,12 @@ impl<F: Filesystem> Session<F> {
         let mountpoint = self.mount.mountpoint().display().to_string();
         let transport = self.transport.to_string();
         let proto_minor = self.conn.proto_minor;
-        let flags: Vec<String> = self.conn.flag_names().into_iter().map(String::from).collect();
+        let flags: Vec<String> = self
+            .conn
+            .flag_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
         let started = Instant::now();
         move || Snapshot {
             mountpoint: mountpoint.clone(),
@@ -172,7 +203,10 @@ impl<F: Filesystem> Session<F> {
     /// stopped within `grace`: open files then fail with ENOTCONN instead of
     /// keeping the daemon alive forever.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle { mount: self.mount.clone(), live_workers: self.live_workers.clone() }
+        ShutdownHandle {
+            mount: self.mount.clone(),
+            live_workers: self.live_workers.clone(),
+        }
     }
 
     /// Unmount on SIGINT, SIGTERM and SIGHUP.
@@ -180,12 +214,14 @@ impl<F: Filesystem> Session<F> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
         let handle = self.shutdown_handle();
-        std::thread::Builder::new().name("fusebox-signals".into()).spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                tracing::info!(signal = sig, "unmounting on signal");
-                handle.shutdown(grace);
-            }
-        })?;
+        std::thread::Builder::new()
+            .name("fusebox-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    tracing::info!(signal = sig, "unmounting on signal");
+                    handle.shutdown(grace);
+                }
+            })?;
         Ok(())
     }
 
@@ -268,7 +304,12 @@ impl<F: Filesystem> Drop for Session<F> {
 
 /// Read INIT from the device and answer it, retrying once if the kernel
 /// offers a newer major version.
-fn handshake<F: Filesystem>(mount: &Mount, fs: &F, cfg: &init::InitConfig, notifier: &Notifier) -> Result<Connection, Error> {
+fn handshake<F: Filesystem>(
+    mount: &Mount,
+    fs: &F,
+    cfg: &init::InitConfig,
+    notifier: &Notifier,
+) -> Result<Connection, Error> {
     let channel = DevChannel::new(mount.device().try_clone()?);
     let mut buf = vec![0u8; abi::MIN_READ_BUFFER.max(64 << 10)];
     loop {
@@ -294,12 +335,21 @@ fn handshake<F: Filesystem>(mount: &Mount, fs: &F, cfg: &init::InitConfig, notif
             Ok(init::InitStep::Proceed(mut conn)) => {
                 if let Err(e) = fs.init(&mut conn, notifier) {
                     let _ = send_error(&channel, unique, e);
-                    return Err(Error::Io(std::io::Error::other(format!("filesystem init failed: {e}"))));
+                    return Err(Error::Io(std::io::Error::other(format!(
+                        "filesystem init failed: {e}"
+                    ))));
                 }
                 let out = init::finish(&mut conn);
                 let len = init::reply_len(conn.proto_minor);
-                send_reply(&channel, unique, Ok(Body { fixed: &out.as_bytes()[..len], data: &[] }))
-                    .map_err(Error::DeviceWrite)?;
+                send_reply(
+                    &channel,
+                    unique,
+                    Ok(Body {
+                        fixed: &out.as_bytes()[..len],
+                        data: &[],
+                    }),
+                )
+                .map_err(Error::DeviceWrite)?;
                 return Ok(conn);
             }
             Err(e) => {

@@ -75,13 +75,22 @@ impl Timespec {
 impl From<SystemTime> for Timespec {
     fn from(t: SystemTime) -> Self {
         match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+            Ok(d) => Timespec {
+                sec: d.as_secs() as i64,
+                nsec: d.subsec_nanos(),
+            },
             Err(e) => {
                 let d = e.duration();
                 if d.subsec_nanos() == 0 {
-                    Timespec { sec: -(d.as_secs() as i64), nsec: 0 }
+                    Timespec {
+                        sec: -(d.as_secs() as i64),
+                        nsec: 0,
+                    }
                 } else {
-                    Timespec { sec: -(d.as_secs() as i64) - 1, nsec: 1_000_000_000 - d.subsec_nanos() }
+                    Timespec {
+                        sec: -(d.as_secs() as i64) - 1,
+                        nsec: 1_000_000_000 - d.subsec_nanos(),
+                    }
                 }
             }
         }
@@ -140,9 +149,18 @@ impl From<&rustix::fs::Stat> for FileAttr {
             ino: st.st_ino,
             size: st.st_size as u64,
             blocks: st.st_blocks as u64,
-            atime: Timespec { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
-            mtime: Timespec { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
-            ctime: Timespec { sec: st.st_ctime, nsec: st.st_ctime_nsec as u32 },
+            atime: Timespec {
+                sec: st.st_atime,
+                nsec: st.st_atime_nsec as u32,
+            },
+            mtime: Timespec {
+                sec: st.st_mtime,
+                nsec: st.st_mtime_nsec as u32,
+            },
+            ctime: Timespec {
+                sec: st.st_ctime,
+                nsec: st.st_ctime_nsec as u32,
+            },
             mode: st.st_mode,
             nlink: st.st_nlink as u32,
             uid: st.st_uid,
@@ -165,7 +183,11 @@ pub struct Timeouts {
 impl Default for Timeouts {
     /// libfuse's defaults: one second for names and attributes, no negative caching.
     fn default() -> Self {
-        Timeouts { entry: Duration::from_secs(1), attr: Duration::from_secs(1), negative: Duration::ZERO }
+        Timeouts {
+            entry: Duration::from_secs(1),
+            attr: Duration::from_secs(1),
+            negative: Duration::ZERO,
+        }
     }
 }
 
@@ -182,12 +204,24 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(node: NodeId, attr: FileAttr, t: &Timeouts) -> Entry {
-        Entry { node, generation: 0, attr, entry_ttl: t.entry, attr_ttl: t.attr }
+        Entry {
+            node,
+            generation: 0,
+            attr,
+            entry_ttl: t.entry,
+            attr_ttl: t.attr,
+        }
     }
 
     /// "No such name, and remember that for `ttl`."
     pub fn negative(ttl: Duration) -> Entry {
-        Entry { node: NodeId(0), generation: 0, attr: FileAttr::default(), entry_ttl: ttl, attr_ttl: Duration::ZERO }
+        Entry {
+            node: NodeId(0),
+            generation: 0,
+            attr: FileAttr::default(),
+            entry_ttl: ttl,
+            attr_ttl: Duration::ZERO,
+        }
     }
 
     pub(crate) fn to_abi(self) -> fusebox_abi::EntryOut {
@@ -222,7 +256,11 @@ pub struct Opened {
 
 impl Opened {
     pub fn handle(fh: u64) -> Opened {
-        Opened { fh: FileHandle(fh), flags: 0, backing_id: 0 }
+        Opened {
+            fh: FileHandle(fh),
+            flags: 0,
+            backing_id: 0,
+        }
     }
 }
 

@@ -33,7 +33,10 @@ pub(super) struct Usage {
 
 impl Usage {
     pub(super) fn new(capacity_pages: u64) -> Usage {
-        Usage { used: AtomicU64::new(0), capacity: capacity_pages }
+        Usage {
+            used: AtomicU64::new(0),
+            capacity: capacity_pages,
+        }
     }
 
     pub(super) fn used(&self) -> u64 {
@@ -58,7 +61,11 @@ impl Usage {
 
     fn release(&self, pages: u64) {
         // fetch_update with a closure that always returns Some cannot fail.
-        let _ = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(pages)));
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(pages))
+            });
     }
 }
 
@@ -89,7 +96,11 @@ fn zero_page() -> Page {
 
 impl Content {
     pub(super) fn new(usage: Arc<Usage>) -> Content {
-        Content { pages: BTreeMap::new(), size: 0, usage }
+        Content {
+            pages: BTreeMap::new(),
+            size: 0,
+            usage,
+        }
     }
 
     pub(super) fn size(&self) -> u64 {
@@ -124,7 +135,9 @@ impl Content {
             }
             let stop = (start + PAGE).min(end);
             match page {
-                Some(p) => out.extend_from_slice(&p[(pos - start) as usize..(stop - start) as usize]),
+                Some(p) => {
+                    out.extend_from_slice(&p[(pos - start) as usize..(stop - start) as usize])
+                }
                 None => out.resize(out.len() + (stop - pos) as usize, 0),
             }
             pos = stop;
@@ -138,7 +151,10 @@ impl Content {
         if data.is_empty() {
             return Ok(());
         }
-        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(Errno::EFBIG)?;
         let (first, last) = (off / PAGE, (end - 1) / PAGE);
         // Reserve up front so a full filesystem fails the write as a whole
         // instead of leaving half of it behind.
@@ -147,7 +163,11 @@ impl Content {
         for idx in first..=last {
             let start = idx * PAGE;
             let stop = (start + PAGE).min(end);
-            let page = self.pages.entry(idx).or_insert(None).get_or_insert_with(zero_page);
+            let page = self
+                .pages
+                .entry(idx)
+                .or_insert(None)
+                .get_or_insert_with(zero_page);
             page[(pos - start) as usize..(stop - start) as usize]
                 .copy_from_slice(&data[(pos - off) as usize..(stop - off) as usize]);
             pos = stop;
@@ -188,7 +208,10 @@ impl Content {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(Errno::EFBIG)?;
         let (first, last) = (off / PAGE, (end - 1) / PAGE);
         // The capacity check bounds the loop below: a huge range fails here.
         self.usage.reserve(self.missing(first, last))?;
@@ -207,7 +230,11 @@ impl Content {
         let end = off.saturating_add(len);
         let (full_first, full_end) = (off.div_ceil(PAGE), end / PAGE);
         if full_first < full_end {
-            let doomed: Vec<u64> = self.pages.range(full_first..full_end).map(|(&k, _)| k).collect();
+            let doomed: Vec<u64> = self
+                .pages
+                .range(full_first..full_end)
+                .map(|(&k, _)| k)
+                .collect();
             for k in &doomed {
                 self.pages.remove(k);
             }

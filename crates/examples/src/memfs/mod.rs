@@ -86,7 +86,11 @@ pub struct MemFs {
 fn default_capacity() -> u64 {
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
         let line = s.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
-        line.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        line.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()
     });
     total.map_or(8 << 30, |kb| kb.saturating_mul(1024) / 2)
 }
@@ -97,7 +101,9 @@ fn in_supplementary_groups(pid: u32, gid: u32) -> bool {
     if pid == 0 {
         return false;
     }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
     status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
@@ -129,9 +135,17 @@ impl MemFs {
             opens: 0,
             xattrs: BTreeMap::new(),
         };
-        let state =
-            State { inodes: HashMap::from([(ROOT, root)]), next_ino: ROOT + 1, next_fh: 1, handles: HashMap::new() };
-        MemFs { state: RwLock::new(state), usage: Arc::new(Usage::new(bytes / PAGE)), timeouts }
+        let state = State {
+            inodes: HashMap::from([(ROOT, root)]),
+            next_ino: ROOT + 1,
+            next_fh: 1,
+            handles: HashMap::new(),
+        };
+        MemFs {
+            state: RwLock::new(state),
+            usage: Arc::new(Usage::new(bytes / PAGE)),
+            timeouts,
+        }
     }
 
     /// Give the root directory to another owner, e.g. the user who mounts
@@ -194,7 +208,9 @@ impl MemFs {
     /// over needs the table's write lock once, not on every read.
     fn accessed(&self, ino: u64) {
         let now = Timespec::now();
-        let stale = |a: &FileAttr| a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 86_400;
+        let stale = |a: &FileAttr| {
+            a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 86_400
+        };
         let update = self.table().get(ino).is_ok_and(|i| stale(&i.attr));
         if update {
             if let Ok(i) = self.table_mut().get_mut(ino) {
@@ -241,7 +257,9 @@ impl MemFs {
         st.next_ino += 1;
         let now = Timespec::now();
         let kind = match ftype {
-            FileType::RegularFile => Kind::File(Arc::new(RwLock::new(Content::new(self.usage.clone())))),
+            FileType::RegularFile => {
+                Kind::File(Arc::new(RwLock::new(Content::new(self.usage.clone()))))
+            }
             FileType::Directory => Kind::Dir(Dir::new(parent)),
             FileType::Symlink => Kind::Symlink(link.unwrap_or_default().to_owned()),
             _ => Kind::Special,
@@ -252,7 +270,11 @@ impl MemFs {
             (Some(_), true) => 2,
             (Some(_), false) => 1,
         };
-        let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { rdev } else { 0 };
+        let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) {
+            rdev
+        } else {
+            0
+        };
         let attr = FileAttr {
             ino,
             size: 0,
@@ -267,7 +289,13 @@ impl MemFs {
             rdev,
             blksize: PAGE as u32,
         };
-        let inode = Inode { attr, kind, lookups: AtomicU64::new(1), opens: 0, xattrs: BTreeMap::new() };
+        let inode = Inode {
+            attr,
+            kind,
+            lookups: AtomicU64::new(1),
+            opens: 0,
+            xattrs: BTreeMap::new(),
+        };
         let entry = self.entry(ino, &inode);
         st.inodes.insert(ino, inode);
         if let Some(name) = name {
@@ -281,7 +309,13 @@ impl MemFs {
     }
 
     /// Shared by create and tmpfile: make a regular file and open it.
-    fn make_open(&self, ctx: &Ctx, parent: NodeId, name: Option<&OsStr>, args: &Create) -> FsResult<(Entry, Opened)> {
+    fn make_open(
+        &self,
+        ctx: &Ctx,
+        parent: NodeId,
+        name: Option<&OsStr>,
+        args: &Create,
+    ) -> FsResult<(Entry, Opened)> {
         let mode = libc::S_IFREG | (args.mode & 0o7777 & !args.umask);
         let entry = self.make(ctx, parent.0, name, mode, 0, None)?;
         let opened = self.table_mut().open_handle(entry.node.0)?;
@@ -318,7 +352,9 @@ impl MemFs {
     fn xattr_node(&self, ino: u64, name: &OsStr) -> FsResult<()> {
         // The namespaces tmpfs stores; "system." would mean ACLs, which this
         // filesystem does not enforce, so refuse rather than pretend.
-        let ok = [&b"user."[..], b"trusted.", b"security."].iter().any(|p| name.as_bytes().starts_with(p));
+        let ok = [&b"user."[..], b"trusted.", b"security."]
+            .iter()
+            .any(|p| name.as_bytes().starts_with(p));
         if name.len() > NAME_MAX {
             return Err(Errno::ERANGE);
         }
@@ -371,7 +407,10 @@ impl Filesystem for MemFs {
 
     fn getattr(&self, _ctx: &Ctx, node: NodeId, _fh: Option<FileHandle>) -> FsResult<AttrReply> {
         let attr = self.table().get(node.0)?.attr();
-        Ok(AttrReply { attr, ttl: self.timeouts.attr })
+        Ok(AttrReply {
+            attr,
+            ttl: self.timeouts.attr,
+        })
     }
 
     fn setattr(&self, ctx: &Ctx, node: NodeId, a: &SetAttr) -> FsResult<AttrReply> {
@@ -382,7 +421,11 @@ impl Filesystem for MemFs {
         // failed request changes nothing.
         if let Some(size) = a.size {
             let Kind::File(c) = &inode.kind else {
-                return Err(if inode.is_dir() { Errno::EISDIR } else { Errno::EINVAL });
+                return Err(if inode.is_dir() {
+                    Errno::EISDIR
+                } else {
+                    Errno::EINVAL
+                });
             };
             if size > MAX_FILE_SIZE {
                 return Err(Errno::EFBIG);
@@ -427,7 +470,10 @@ impl Filesystem for MemFs {
         }
         // Every attribute change is a metadata change.
         inode.attr.ctime = a.ctime.unwrap_or(now);
-        Ok(AttrReply { attr: inode.attr(), ttl: self.timeouts.attr })
+        Ok(AttrReply {
+            attr: inode.attr(),
+            ttl: self.timeouts.attr,
+        })
     }
 
     fn readlink(&self, _ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
@@ -444,22 +490,47 @@ impl Filesystem for MemFs {
         if target.len() >= PATH_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        self.make(ctx, parent.0, Some(name), libc::S_IFLNK | 0o777, 0, Some(target))
+        self.make(
+            ctx,
+            parent.0,
+            Some(name),
+            libc::S_IFLNK | 0o777,
+            0,
+            Some(target),
+        )
     }
 
     fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mknod) -> FsResult<Entry> {
         // mknod(2) with no type bits means a regular file.
-        let ftype = if args.mode & S_IFMT == 0 { libc::S_IFREG } else { args.mode & S_IFMT };
+        let ftype = if args.mode & S_IFMT == 0 {
+            libc::S_IFREG
+        } else {
+            args.mode & S_IFMT
+        };
         if ftype == S_IFDIR || ftype == libc::S_IFLNK {
             return Err(Errno::EINVAL);
         }
-        self.make(ctx, parent.0, Some(name), ftype | (args.mode & 0o7777 & !args.umask), args.rdev, None)
+        self.make(
+            ctx,
+            parent.0,
+            Some(name),
+            ftype | (args.mode & 0o7777 & !args.umask),
+            args.rdev,
+            None,
+        )
     }
 
     fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mkdir) -> FsResult<Entry> {
         // mkdir(2) keeps only permissions and the sticky bit; setgid comes
         // from the parent alone.
-        self.make(ctx, parent.0, Some(name), S_IFDIR | (args.mode & 0o1777 & !args.umask), 0, None)
+        self.make(
+            ctx,
+            parent.0,
+            Some(name),
+            S_IFDIR | (args.mode & 0o1777 & !args.umask),
+            0,
+            None,
+        )
     }
 
     fn unlink(&self, _ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
@@ -473,9 +544,14 @@ impl Filesystem for MemFs {
     fn rename(&self, _ctx: &Ctx, a: &Rename) -> FsResult<()> {
         check_name(a.name)?;
         check_name(a.new_name)?;
-        let (noreplace, exchange) = (a.flags & libc::RENAME_NOREPLACE != 0, a.flags & libc::RENAME_EXCHANGE != 0);
+        let (noreplace, exchange) = (
+            a.flags & libc::RENAME_NOREPLACE != 0,
+            a.flags & libc::RENAME_EXCHANGE != 0,
+        );
         // RENAME_WHITEOUT (overlayfs) is not supported.
-        if a.flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE) != 0 || (noreplace && exchange) {
+        if a.flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE) != 0
+            || (noreplace && exchange)
+        {
             return Err(Errno::EINVAL);
         }
         let (parent, new_parent) = (a.parent.0, a.new_parent.0);
@@ -545,7 +621,8 @@ impl Filesystem for MemFs {
             }
             st.touch_ctime(d.ino, now);
         }
-        st.dir_mut(new_parent)?.insert(a.new_name, src.ino, src.kind);
+        st.dir_mut(new_parent)?
+            .insert(a.new_name, src.ino, src.kind);
         if src_dir && parent != new_parent {
             if let Ok(Kind::Dir(sd)) = st.get_mut(src.ino).map(|i| &mut i.kind) {
                 sd.parent = new_parent;
@@ -562,7 +639,13 @@ impl Filesystem for MemFs {
         Ok(())
     }
 
-    fn link(&self, _ctx: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
+    fn link(
+        &self,
+        _ctx: &Ctx,
+        node: NodeId,
+        new_parent: NodeId,
+        new_name: &OsStr,
+    ) -> FsResult<Entry> {
         check_name(new_name)?;
         let mut st = self.table_mut();
         let inode = st.get(node.0)?;
@@ -658,7 +741,9 @@ impl Filesystem for MemFs {
                 if !out.has_room(item.name) {
                     break;
                 }
-                let Ok(child) = st.get(item.ino) else { continue };
+                let Ok(child) = st.get(item.ino) else {
+                    continue;
+                };
                 child.lookups.fetch_add(1, Relaxed);
                 if !out.push_plus(&self.entry(item.ino, child), item.next, item.name) {
                     child.lookups.fetch_sub(1, Relaxed);
@@ -671,7 +756,13 @@ impl Filesystem for MemFs {
         Ok(())
     }
 
-    fn readdirplus(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DirEntries) -> FsResult<()> {
+    fn readdirplus(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        args: &Read,
+        out: &mut DirEntries,
+    ) -> FsResult<()> {
         self.readdir(ctx, node, args, out)
     }
 
@@ -679,7 +770,13 @@ impl Filesystem for MemFs {
         self.release(ctx, node, args)
     }
 
-    fn fsyncdir(&self, _ctx: &Ctx, _node: NodeId, _fh: FileHandle, _datasync: bool) -> FsResult<()> {
+    fn fsyncdir(
+        &self,
+        _ctx: &Ctx,
+        _node: NodeId,
+        _fh: FileHandle,
+        _datasync: bool,
+    ) -> FsResult<()> {
         Ok(())
     }
 
@@ -711,7 +808,9 @@ impl Filesystem for MemFs {
         if args.flags & libc::XATTR_REPLACE != 0 && !exists {
             return Err(Errno::ENODATA);
         }
-        inode.xattrs.insert(args.name.to_owned(), args.value.to_vec());
+        inode
+            .xattrs
+            .insert(args.name.to_owned(), args.value.to_vec());
         inode.attr.ctime = Timespec::now();
         Ok(())
     }
@@ -753,7 +852,11 @@ impl Filesystem for MemFs {
         if ctx.uid == 0 {
             // Root may do anything but execute a file nobody may execute.
             let no_exec = attr.mode & S_IFMT != S_IFDIR && attr.mode & 0o111 == 0;
-            return if want & libc::X_OK as u32 != 0 && no_exec { Err(Errno::EACCES) } else { Ok(()) };
+            return if want & libc::X_OK as u32 != 0 && no_exec {
+                Err(Errno::EACCES)
+            } else {
+                Ok(())
+            };
         }
         let bits = if ctx.uid == attr.uid {
             attr.mode >> 6
@@ -769,7 +872,13 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Create) -> FsResult<(Entry, Opened)> {
+    fn create(
+        &self,
+        ctx: &Ctx,
+        parent: NodeId,
+        name: &OsStr,
+        args: &Create,
+    ) -> FsResult<(Entry, Opened)> {
         self.make_open(ctx, parent, Some(name), args)
     }
 

@@ -32,14 +32,22 @@ pub(super) struct Dir {
 
 impl Dir {
     pub(super) fn new(parent: u64) -> Dir {
-        Dir { entries: BTreeMap::new(), by_cookie: BTreeMap::new(), next_cookie: FIRST_COOKIE, parent }
+        Dir {
+            entries: BTreeMap::new(),
+            by_cookie: BTreeMap::new(),
+            next_cookie: FIRST_COOKIE,
+            parent,
+        }
     }
 
     pub(super) fn insert(&mut self, name: &OsStr, ino: u64, kind: FileType) {
         let cookie = self.next_cookie;
         self.next_cookie += 1;
         self.by_cookie.insert(cookie, name.to_owned());
-        if let Some(old) = self.entries.insert(name.to_owned(), DirEntry { ino, kind, cookie }) {
+        if let Some(old) = self
+            .entries
+            .insert(name.to_owned(), DirEntry { ino, kind, cookie })
+        {
             self.by_cookie.remove(&old.cookie);
         }
     }
@@ -66,11 +74,26 @@ pub(super) fn listing(ino: u64, dir: &Dir, offset: u64) -> impl Iterator<Item = 
     let dots = [(1, ino, "."), (2, dir.parent, "..")]
         .into_iter()
         .filter(move |&(next, _, _)| next > offset)
-        .map(|(next, ino, name)| Listed { next, ino, kind: FileType::Directory, name: OsStr::new(name), dot: true });
-    let rest = dir.by_cookie.range((Bound::Excluded(offset.max(2)), Bound::Unbounded)).filter_map(|(&cookie, name)| {
-        let e = dir.entries.get(name)?;
-        Some(Listed { next: cookie, ino: e.ino, kind: e.kind, name: name.as_os_str(), dot: false })
-    });
+        .map(|(next, ino, name)| Listed {
+            next,
+            ino,
+            kind: FileType::Directory,
+            name: OsStr::new(name),
+            dot: true,
+        });
+    let rest = dir
+        .by_cookie
+        .range((Bound::Excluded(offset.max(2)), Bound::Unbounded))
+        .filter_map(|(&cookie, name)| {
+            let e = dir.entries.get(name)?;
+            Some(Listed {
+                next: cookie,
+                ino: e.ino,
+                kind: e.kind,
+                name: name.as_os_str(),
+                dot: false,
+            })
+        });
     dots.chain(rest)
 }
 
@@ -191,7 +214,9 @@ impl State {
     /// Drop the inode once nothing refers to it: no name, no kernel lookup
     /// reference, no open handle. The root stays forever.
     pub(super) fn maybe_free(&mut self, ino: u64) {
-        let Some(i) = self.inodes.get(&ino) else { return };
+        let Some(i) = self.inodes.get(&ino) else {
+            return;
+        };
         if ino != ROOT && i.attr.nlink == 0 && i.lookups.load(Relaxed) == 0 && i.opens == 0 {
             self.inodes.remove(&ino);
         }

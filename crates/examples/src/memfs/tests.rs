@@ -23,33 +23,76 @@ fn n(s: &str) -> &OsStr {
 }
 
 fn mkfile(fs: &MemFs, parent: NodeId, name: &str) -> NodeId {
-    let args = Mknod { mode: libc::S_IFREG | 0o666, rdev: 0, umask: 0o022 };
+    let args = Mknod {
+        mode: libc::S_IFREG | 0o666,
+        rdev: 0,
+        umask: 0o022,
+    };
     fs.mknod(&ctx(), parent, n(name), &args).unwrap().node
 }
 
 fn mkdir(fs: &MemFs, parent: NodeId, name: &str) -> NodeId {
-    fs.mkdir(&ctx(), parent, n(name), &Mkdir { mode: 0o777, umask: 0o022 }).unwrap().node
+    fs.mkdir(
+        &ctx(),
+        parent,
+        n(name),
+        &Mkdir {
+            mode: 0o777,
+            umask: 0o022,
+        },
+    )
+    .unwrap()
+    .node
 }
 
 fn attr(fs: &MemFs, node: NodeId) -> FsResult<FileAttr> {
     fs.getattr(&ctx(), node, None).map(|r| r.attr)
 }
 
-fn write_at(fs: &MemFs, node: NodeId, offset: u64, data: &[u8], kill_suidgid: bool) -> FsResult<u32> {
-    let w = Write { fh: FileHandle(0), offset, data, flags: 0, lock_owner: None, from_cache: false, kill_suidgid };
+fn write_at(
+    fs: &MemFs,
+    node: NodeId,
+    offset: u64,
+    data: &[u8],
+    kill_suidgid: bool,
+) -> FsResult<u32> {
+    let w = Write {
+        fh: FileHandle(0),
+        offset,
+        data,
+        flags: 0,
+        lock_owner: None,
+        from_cache: false,
+        kill_suidgid,
+    };
     fs.write(&ctx(), node, &w)
 }
 
 fn read_at(fs: &MemFs, node: NodeId, offset: u64, size: u32) -> Vec<u8> {
     let mut out = DataOut::with_capacity(size as usize);
     out.reset(size as usize);
-    let r = Read { fh: FileHandle(0), offset, size, flags: 0, lock_owner: None };
+    let r = Read {
+        fh: FileHandle(0),
+        offset,
+        size,
+        flags: 0,
+        lock_owner: None,
+    };
     fs.read(&ctx(), node, &r, &mut out).unwrap();
     out.as_slice().to_vec()
 }
 
 fn rename(fs: &MemFs, p: NodeId, a: &str, np: NodeId, b: &str, flags: u32) -> FsResult<()> {
-    fs.rename(&ctx(), &Rename { parent: p, name: n(a), new_parent: np, new_name: n(b), flags })
+    fs.rename(
+        &ctx(),
+        &Rename {
+            parent: p,
+            name: n(a),
+            new_parent: np,
+            new_name: n(b),
+            flags,
+        },
+    )
 }
 
 fn lookup(fs: &MemFs, parent: NodeId, name: &str) -> FsResult<NodeId> {
@@ -60,7 +103,9 @@ fn lookup(fs: &MemFs, parent: NodeId, name: &str) -> FsResult<NodeId> {
 fn list(fs: &MemFs, dir: NodeId, offset: u64) -> Vec<(u64, String)> {
     let st = fs.table();
     let d = st.dir(dir.0).unwrap();
-    listing(dir.0, d, offset).map(|l| (l.next, l.name.to_string_lossy().into_owned())).collect()
+    listing(dir.0, d, offset)
+        .map(|l| (l.next, l.name.to_string_lossy().into_owned()))
+        .collect()
 }
 
 #[test]
@@ -80,7 +125,17 @@ fn sparse_write_far_out_reads_zeros_before_the_data() {
     assert_eq!(&got[4096..], b"hello");
     assert!(read_at(&fs, f, off + 5, 10).is_empty());
 
-    let seek = |offset, whence| fs.lseek(&ctx(), f, &Lseek { fh: FileHandle(0), offset, whence });
+    let seek = |offset, whence| {
+        fs.lseek(
+            &ctx(),
+            f,
+            &Lseek {
+                fh: FileHandle(0),
+                offset,
+                whence,
+            },
+        )
+    };
     assert_eq!(seek(0, libc::SEEK_DATA), Ok(off));
     assert_eq!(seek(0, libc::SEEK_HOLE), Ok(0));
     assert_eq!(seek(off, libc::SEEK_HOLE), Ok(off + 5));
@@ -102,13 +157,22 @@ fn hard_links_and_directory_link_counts() {
     fs.link(&ctx(), f, NodeId::ROOT, n("c")).unwrap();
     assert_eq!(attr(&fs, f).unwrap().nlink, 3);
     assert_eq!(fs.link(&ctx(), f, sub, n("b")).unwrap_err(), Errno::EEXIST);
-    assert_eq!(fs.link(&ctx(), sub, NodeId::ROOT, n("d")).unwrap_err(), Errno::EPERM);
+    assert_eq!(
+        fs.link(&ctx(), sub, NodeId::ROOT, n("d")).unwrap_err(),
+        Errno::EPERM
+    );
 
     fs.unlink(&ctx(), NodeId::ROOT, n("a")).unwrap();
     assert_eq!(attr(&fs, f).unwrap().nlink, 2);
-    assert_eq!(read_at(&fs, lookup(&fs, sub, "b").unwrap(), 0, 100), b"data");
+    assert_eq!(
+        read_at(&fs, lookup(&fs, sub, "b").unwrap(), 0, 100),
+        b"data"
+    );
 
-    assert_eq!(fs.rmdir(&ctx(), NodeId::ROOT, n("sub")).unwrap_err(), Errno::ENOTEMPTY);
+    assert_eq!(
+        fs.rmdir(&ctx(), NodeId::ROOT, n("sub")).unwrap_err(),
+        Errno::ENOTEMPTY
+    );
     fs.unlink(&ctx(), sub, n("b")).unwrap();
     fs.rmdir(&ctx(), NodeId::ROOT, n("sub")).unwrap();
     assert_eq!(attr(&fs, NodeId::ROOT).unwrap().nlink, 2);
@@ -124,9 +188,18 @@ fn rename_exchange_and_flags() {
     assert_eq!(attr(&fs, sub).unwrap().nlink, 3);
 
     let (noreplace, exchange) = (libc::RENAME_NOREPLACE, libc::RENAME_EXCHANGE);
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", sub, "b", noreplace), Err(Errno::EEXIST));
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", sub, "none", exchange), Err(Errno::ENOENT));
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", sub, "b", noreplace | exchange), Err(Errno::EINVAL));
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", sub, "b", noreplace),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", sub, "none", exchange),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", sub, "b", noreplace | exchange),
+        Err(Errno::EINVAL)
+    );
 
     rename(&fs, NodeId::ROOT, "a", sub, "b", exchange).unwrap();
     assert_eq!(lookup(&fs, NodeId::ROOT, "a"), Ok(inner));
@@ -137,12 +210,27 @@ fn rename_exchange_and_flags() {
     assert_eq!(lookup(&fs, inner, ".."), Ok(NodeId::ROOT));
 
     // Plain renames: type mismatches, loops, replacing an empty directory.
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", sub, "b", 0), Err(Errno::ENOTDIR));
-    assert_eq!(rename(&fs, sub, "b", NodeId::ROOT, "a", 0), Err(Errno::EISDIR));
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", sub, "b", 0),
+        Err(Errno::ENOTDIR)
+    );
+    assert_eq!(
+        rename(&fs, sub, "b", NodeId::ROOT, "a", 0),
+        Err(Errno::EISDIR)
+    );
     let deep = mkdir(&fs, inner, "deep");
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", deep, "x", 0), Err(Errno::EINVAL));
-    assert_eq!(rename(&fs, NodeId::ROOT, "a", inner, "x", 0), Err(Errno::EINVAL));
-    assert_eq!(rename(&fs, NodeId::ROOT, "sub", NodeId::ROOT, "a", 0), Err(Errno::ENOTEMPTY));
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", deep, "x", 0),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "a", inner, "x", 0),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        rename(&fs, NodeId::ROOT, "sub", NodeId::ROOT, "a", 0),
+        Err(Errno::ENOTEMPTY)
+    );
     fs.rmdir(&ctx(), inner, n("deep")).unwrap();
     fs.unlink(&ctx(), sub, n("b")).unwrap();
     rename(&fs, NodeId::ROOT, "sub", NodeId::ROOT, "a", 0).unwrap();
@@ -165,14 +253,25 @@ fn unlinked_inode_lives_until_forget_and_release() {
     assert_eq!(attr(&fs, f).unwrap_err(), Errno::ENOENT);
 
     // An open handle keeps it too, and its pages go back to the pool at the end.
-    let create = Create { flags: libc::O_RDWR, mode: 0o644, umask: 0, kill_suidgid: false };
+    let create = Create {
+        flags: libc::O_RDWR,
+        mode: 0o644,
+        umask: 0,
+        kill_suidgid: false,
+    };
     let (e, opened) = fs.create(&ctx(), NodeId::ROOT, n("g"), &create).unwrap();
     write_at(&fs, e.node, 0, &[1; 10000], false).unwrap();
     assert_eq!(fs.usage.used(), 3);
     fs.unlink(&ctx(), NodeId::ROOT, n("g")).unwrap();
     fs.forget(e.node, 1);
     assert_eq!(read_at(&fs, e.node, 9999, 10), [1]);
-    let release = Release { fh: opened.fh, flags: 0, flush: false, flock_unlock: false, lock_owner: 0 };
+    let release = Release {
+        fh: opened.fh,
+        flags: 0,
+        flush: false,
+        flock_unlock: false,
+        lock_owner: 0,
+    };
     fs.release(&ctx(), e.node, &release).unwrap();
     assert_eq!(attr(&fs, e.node).unwrap_err(), Errno::ENOENT);
     assert_eq!(fs.usage.used(), 0);
@@ -193,7 +292,10 @@ fn readdir_offsets_survive_inserts_and_removals() {
     let after_a = all[2].0;
     mkfile(&fs, NodeId::ROOT, "0");
     fs.unlink(&ctx(), NodeId::ROOT, n("b")).unwrap();
-    let rest: Vec<String> = list(&fs, NodeId::ROOT, after_a).into_iter().map(|(_, s)| s).collect();
+    let rest: Vec<String> = list(&fs, NodeId::ROOT, after_a)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
     assert_eq!(rest, ["c", "0"], "nothing skipped, nothing repeated");
     assert!(list(&fs, NodeId::ROOT, u64::MAX).is_empty());
 }
@@ -201,25 +303,85 @@ fn readdir_offsets_survive_inserts_and_removals() {
 #[test]
 fn ownership_umask_and_setgid_inheritance() {
     let fs = fs();
-    let set = SetAttr { mode: Some(0o2777), gid: Some(100), ..SetAttr::default() };
+    let set = SetAttr {
+        mode: Some(0o2777),
+        gid: Some(100),
+        ..SetAttr::default()
+    };
     fs.setattr(&ctx(), NodeId::ROOT, &set).unwrap();
     let me = user(1000, 1000);
-    let d = fs.mkdir(&me, NodeId::ROOT, n("d"), &Mkdir { mode: 0o6777, umask: 0o022 }).unwrap().attr;
+    let d = fs
+        .mkdir(
+            &me,
+            NodeId::ROOT,
+            n("d"),
+            &Mkdir {
+                mode: 0o6777,
+                umask: 0o022,
+            },
+        )
+        .unwrap()
+        .attr;
     assert_eq!((d.mode, d.uid, d.gid), (S_IFDIR | 0o2755, 1000, 100));
-    let f = fs.mknod(&me, NodeId::ROOT, n("f"), &Mknod { mode: libc::S_IFREG | 0o666, rdev: 0, umask: 0o002 });
+    let f = fs.mknod(
+        &me,
+        NodeId::ROOT,
+        n("f"),
+        &Mknod {
+            mode: libc::S_IFREG | 0o666,
+            rdev: 0,
+            umask: 0o002,
+        },
+    );
     let f = f.unwrap().attr;
     assert_eq!((f.mode, f.uid, f.gid), (libc::S_IFREG | 0o664, 1000, 100));
 
     // A write asking to kill setuid/setgid, then chown, then truncate.
     let node = NodeId(f.ino);
-    fs.setattr(&ctx(), node, &SetAttr { mode: Some(0o6755), ..SetAttr::default() }).unwrap();
+    fs.setattr(
+        &ctx(),
+        node,
+        &SetAttr {
+            mode: Some(0o6755),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
     write_at(&fs, node, 0, b"x", true).unwrap();
     assert_eq!(attr(&fs, node).unwrap().mode & 0o7777, 0o755);
-    fs.setattr(&ctx(), node, &SetAttr { mode: Some(0o6755), ..SetAttr::default() }).unwrap();
-    fs.setattr(&ctx(), node, &SetAttr { uid: Some(5), ..SetAttr::default() }).unwrap();
+    fs.setattr(
+        &ctx(),
+        node,
+        &SetAttr {
+            mode: Some(0o6755),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    fs.setattr(
+        &ctx(),
+        node,
+        &SetAttr {
+            uid: Some(5),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
     assert_eq!(attr(&fs, node).unwrap().mode & 0o7777, 0o755);
-    fs.setattr(&ctx(), node, &SetAttr { mode: Some(0o4644), ..SetAttr::default() }).unwrap();
-    let trunc = SetAttr { size: Some(0), kill_suidgid: true, ..SetAttr::default() };
+    fs.setattr(
+        &ctx(),
+        node,
+        &SetAttr {
+            mode: Some(0o4644),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let trunc = SetAttr {
+        size: Some(0),
+        kill_suidgid: true,
+        ..SetAttr::default()
+    };
     let a = fs.setattr(&ctx(), node, &trunc).unwrap().attr;
     assert_eq!((a.mode & 0o7777, a.size), (0o644, 0));
 }
@@ -229,9 +391,21 @@ fn xattrs_names_and_bad_nodes() {
     let fs = fs();
     let f = mkfile(&fs, NodeId::ROOT, "f");
     let set = |name: &str, value: &[u8], flags| {
-        fs.setxattr(&ctx(), f, &Setxattr { name: n(name), value, flags, setxattr_flags: 0 })
+        fs.setxattr(
+            &ctx(),
+            f,
+            &Setxattr {
+                name: n(name),
+                value,
+                flags,
+                setxattr_flags: 0,
+            },
+        )
     };
-    assert_eq!(set("user.a", b"1", libc::XATTR_REPLACE), Err(Errno::ENODATA));
+    assert_eq!(
+        set("user.a", b"1", libc::XATTR_REPLACE),
+        Err(Errno::ENODATA)
+    );
     set("user.a", b"1", libc::XATTR_CREATE).unwrap();
     assert_eq!(set("user.a", b"2", libc::XATTR_CREATE), Err(Errno::EEXIST));
     set("user.a", b"2", libc::XATTR_REPLACE).unwrap();
@@ -247,14 +421,30 @@ fn xattrs_names_and_bad_nodes() {
     assert_eq!(out.as_slice(), b"user.a\0user.b\0");
     fs.removexattr(&ctx(), f, n("user.a")).unwrap();
     assert_eq!(fs.removexattr(&ctx(), f, n("user.a")), Err(Errno::ENODATA));
-    assert_eq!(fs.getxattr(&ctx(), f, n("user.a"), &mut out), Err(Errno::ENODATA));
+    assert_eq!(
+        fs.getxattr(&ctx(), f, n("user.a"), &mut out),
+        Err(Errno::ENODATA)
+    );
 
     let long = "x".repeat(256);
-    assert_eq!(fs.lookup(&ctx(), NodeId::ROOT, n(&long)).unwrap_err(), Errno::ENAMETOOLONG);
-    let args = Mknod { mode: libc::S_IFREG | 0o644, rdev: 0, umask: 0 };
-    assert_eq!(fs.mknod(&ctx(), NodeId::ROOT, n(&long), &args).unwrap_err(), Errno::ENAMETOOLONG);
+    assert_eq!(
+        fs.lookup(&ctx(), NodeId::ROOT, n(&long)).unwrap_err(),
+        Errno::ENAMETOOLONG
+    );
+    let args = Mknod {
+        mode: libc::S_IFREG | 0o644,
+        rdev: 0,
+        umask: 0,
+    };
+    assert_eq!(
+        fs.mknod(&ctx(), NodeId::ROOT, n(&long), &args).unwrap_err(),
+        Errno::ENAMETOOLONG
+    );
     assert_eq!(attr(&fs, NodeId(999)).unwrap_err(), Errno::ENOENT);
-    assert_eq!(write_at(&fs, NodeId(999), 0, b"x", false), Err(Errno::ENOENT));
+    assert_eq!(
+        write_at(&fs, NodeId(999), 0, b"x", false),
+        Err(Errno::ENOENT)
+    );
     assert_eq!(fs.lookup(&ctx(), f, n("x")).unwrap_err(), Errno::ENOTDIR);
     fs.forget(NodeId(999), 5);
 }
@@ -265,13 +455,32 @@ fn fallocate_copy_and_symlinks() {
     let a = mkfile(&fs, NodeId::ROOT, "a");
     let b = mkfile(&fs, NodeId::ROOT, "b");
     write_at(&fs, a, 0, &[9; 8192], false).unwrap();
-    let falloc = |mode, offset, length| fs.fallocate(&ctx(), a, &Fallocate { fh: FileHandle(0), offset, length, mode });
+    let falloc = |mode, offset, length| {
+        fs.fallocate(
+            &ctx(),
+            a,
+            &Fallocate {
+                fh: FileHandle(0),
+                offset,
+                length,
+                mode,
+            },
+        )
+    };
     falloc(0, 0, 20000).unwrap();
     assert_eq!(attr(&fs, a).unwrap().size, 20000);
     falloc(libc::FALLOC_FL_KEEP_SIZE, 0, 40000).unwrap();
     assert_eq!(attr(&fs, a).unwrap().size, 20000);
-    assert_eq!(falloc(libc::FALLOC_FL_PUNCH_HOLE, 0, 10), Err(Errno::EOPNOTSUPP));
-    falloc(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 10, 10).unwrap();
+    assert_eq!(
+        falloc(libc::FALLOC_FL_PUNCH_HOLE, 0, 10),
+        Err(Errno::EOPNOTSUPP)
+    );
+    falloc(
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        10,
+        10,
+    )
+    .unwrap();
     assert_eq!(read_at(&fs, a, 8, 4), [9, 9, 0, 0]);
 
     let cfr = CopyFileRange {

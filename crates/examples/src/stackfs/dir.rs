@@ -29,7 +29,10 @@ fn kind(t: rustix::fs::FileType) -> FileType {
 
 impl DirState {
     pub fn new(fd: OwnedFd) -> DirState {
-        DirState { fd, buf: Vec::with_capacity(32 << 10) }
+        DirState {
+            fd,
+            buf: Vec::with_capacity(32 << 10),
+        }
     }
 
     pub fn fd(&self) -> &OwnedFd {
@@ -38,13 +41,17 @@ impl DirState {
 
     /// Feed entries after `offset` to `push(name, ino, kind, next_offset)`
     /// until it returns false or the directory ends.
-    pub fn fill(&mut self, offset: u64, mut push: impl FnMut(&OsStr, u64, FileType, u64) -> bool) -> FsResult<()> {
+    pub fn fill(
+        &mut self,
+        offset: u64,
+        mut push: impl FnMut(&OsStr, u64, FileType, u64) -> bool,
+    ) -> FsResult<()> {
         rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(offset)).map_err(Errno::from)?;
         let mut dir = rustix::fs::RawDir::new(&self.fd, self.buf.spare_capacity_mut());
         while let Some(entry) = dir.next() {
             let e = entry.map_err(Errno::from)?;
             let name = OsStr::from_bytes(e.file_name().to_bytes());
-            if !push(name, e.ino(), kind(e.file_type()), e.next_entry_cookie() as u64) {
+            if !push(name, e.ino(), kind(e.file_type()), e.next_entry_cookie()) {
                 break;
             }
         }

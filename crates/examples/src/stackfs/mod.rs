@@ -44,7 +44,10 @@ pub struct StackOptions {
 
 impl Default for StackOptions {
     fn default() -> Self {
-        StackOptions { fs: FsOptions::default(), fd_cache: 8192 }
+        StackOptions {
+            fs: FsOptions::default(),
+            fd_cache: 8192,
+        }
     }
 }
 
@@ -70,15 +73,24 @@ fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
 
 fn to_rustix_ts(t: TimeOrNow) -> rustix::fs::Timespec {
     match t {
-        TimeOrNow::Now => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW as _ },
-        TimeOrNow::Specific(s) => rustix::fs::Timespec { tv_sec: s.sec, tv_nsec: s.nsec as _ },
+        TimeOrNow::Now => rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW as _,
+        },
+        TimeOrNow::Specific(s) => rustix::fs::Timespec {
+            tv_sec: s.sec,
+            tv_nsec: s.nsec as _,
+        },
     }
 }
 
 /// Largest xattr value and name list Linux allows (XATTR_SIZE_MAX, XATTR_LIST_MAX).
 const XATTR_MAX: usize = 65536;
 
-const OMIT: rustix::fs::Timespec = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT as _ };
+const OMIT: rustix::fs::Timespec = rustix::fs::Timespec {
+    tv_sec: 0,
+    tv_nsec: rustix::fs::UTIME_OMIT as _,
+};
 
 /// `/proc/self/fd/N` names of O_PATH fds: to reopen a node with a real
 /// access mode, or reach it with path-only syscalls.
@@ -90,17 +102,31 @@ impl StackFs {
     /// Serve `source`. Sets the process umask to 0: the kernel already
     /// applied the caller's umask to every mode we receive.
     pub fn new(source: &Path, opts: StackOptions) -> std::io::Result<StackFs> {
-        let root = rustix::fs::open(source, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let proc_self_fd =
-            rustix::fs::open("/proc/self/fd", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let root = rustix::fs::open(
+            source,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let proc_self_fd = rustix::fs::open(
+            "/proc/self/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         // Fail early and clearly where file handles cannot work.
         sys::name_to_handle_at(root.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
-                format!("{}: the source filesystem does not support file handles: {e}", source.display()),
+                format!(
+                    "{}: the source filesystem does not support file handles: {e}",
+                    source.display()
+                ),
             )
         })?;
-        let root_mount = rustix::fs::open(source, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let root_mount = rustix::fs::open(
+            source,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         rustix::process::umask(Mode::empty());
         Ok(StackFs {
             nodes: NodeTable::new(root, root_mount, opts.fd_cache),
@@ -121,11 +147,17 @@ impl StackFs {
     }
 
     fn attr_reply(&self, st: &rustix::fs::Stat) -> AttrReply {
-        AttrReply { attr: FileAttr::from(st), ttl: self.t().attr }
+        AttrReply {
+            attr: FileAttr::from(st),
+            ttl: self.t().attr,
+        }
     }
 
     fn file(&self, fh: FileHandle) -> FsResult<Arc<Handle>> {
-        self.handles.get(&fh.0).map(|h| h.clone()).ok_or(Errno::EBADF)
+        self.handles
+            .get(&fh.0)
+            .map(|h| h.clone())
+            .ok_or(Errno::EBADF)
     }
 
     fn file_fd(h: &Handle) -> FsResult<&OwnedFd> {
@@ -163,7 +195,13 @@ impl StackFs {
         let st = rustix::fs::statat(&*pfd, &c, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
         let handle = sys::name_to_handle_at(pfd.as_fd(), &c, 0).map_err(errno)?;
         let node = self.nodes.register(handle, &st, || {
-            rustix::fs::openat(&*pfd, &c, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(errno)
+            rustix::fs::openat(
+                &*pfd,
+                &c,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(errno)
         })?;
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
     }
@@ -187,12 +225,22 @@ impl StackFs {
 
     fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
         let pfd = self.nodes.fd(node)?;
-        rustix::fs::openat(&self.proc_self_fd, &proc_name(&pfd), flags | OFlags::CLOEXEC, Mode::empty()).map_err(errno)
+        rustix::fs::openat(
+            &self.proc_self_fd,
+            proc_name(&pfd),
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)
     }
 
     /// Xattr syscalls need a path. Symlinks are refused: Linux allows no
     /// user xattrs on them, and the /proc magic link would reach the target.
-    fn with_xattr_path<R>(&self, node: NodeId, f: impl FnOnce(&CString) -> FsResult<R>) -> FsResult<R> {
+    fn with_xattr_path<R>(
+        &self,
+        node: NodeId,
+        f: impl FnOnce(&CString) -> FsResult<R>,
+    ) -> FsResult<R> {
         if self.nodes.is_symlink(node) {
             return Err(Errno::EPERM);
         }
@@ -215,7 +263,9 @@ impl Filesystem for StackFs {
 
     fn lookup(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         match self.do_lookup(parent, name) {
-            Err(Errno::ENOENT) if !self.t().negative.is_zero() => Ok(Entry::negative(self.t().negative)),
+            Err(Errno::ENOENT) if !self.t().negative.is_zero() => {
+                Ok(Entry::negative(self.t().negative))
+            }
             r => r,
         }
     }
@@ -249,12 +299,20 @@ impl Filesystem for StackFs {
         if a.uid.is_some() || a.gid.is_some() {
             let uid = a.uid.map(rustix::fs::Uid::from_raw);
             let gid = a.gid.map(rustix::fs::Gid::from_raw);
-            rustix::fs::chownat(&*pfd, c"", uid, gid, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+            rustix::fs::chownat(
+                &*pfd,
+                c"",
+                uid,
+                gid,
+                AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(errno)?;
         }
         if let Some(size) = a.size {
             match open_fd {
                 Some(fd) => rustix::fs::ftruncate(fd, size).map_err(errno)?,
-                None => rustix::fs::ftruncate(self.reopen(node, OFlags::WRONLY)?, size).map_err(errno)?,
+                None => rustix::fs::ftruncate(self.reopen(node, OFlags::WRONLY)?, size)
+                    .map_err(errno)?,
             }
             if a.kill_suidgid {
                 Self::kill_suidgid(&self.reopen(node, OFlags::RDONLY)?)?;
@@ -293,7 +351,10 @@ impl Filesystem for StackFs {
         let c = cstr(name)?;
         let kind = rustix::fs::FileType::from_raw_mode(a.mode);
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
-        sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)).map_err(errno)?;
+        sys::as_caller(ctx.uid, ctx.gid, || {
+            rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)
+        })
+        .map_err(errno)?;
         self.do_lookup(parent, name)
     }
 
@@ -306,24 +367,28 @@ impl Filesystem for StackFs {
     }
 
     fn unlink(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
-        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::empty()).map_err(errno)
+        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::empty())
+            .map_err(errno)
     }
 
     fn rmdir(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
-        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::REMOVEDIR).map_err(errno)
+        rustix::fs::unlinkat(&*self.nodes.fd(parent)?, &cstr(name)?, AtFlags::REMOVEDIR)
+            .map_err(errno)
     }
 
     fn rename(&self, _: &Ctx, r: &Rename) -> FsResult<()> {
         let from = self.nodes.fd(r.parent)?;
         let to = self.nodes.fd(r.new_parent)?;
         let flags = rustix::fs::RenameFlags::from_bits(r.flags).ok_or(Errno::EINVAL)?;
-        rustix::fs::renameat_with(&*from, &cstr(r.name)?, &*to, &cstr(r.new_name)?, flags).map_err(errno)
+        rustix::fs::renameat_with(&*from, &cstr(r.name)?, &*to, &cstr(r.new_name)?, flags)
+            .map_err(errno)
     }
 
     fn link(&self, _: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
         let fd = self.nodes.fd(node)?;
         let pfd = self.nodes.fd(new_parent)?;
-        rustix::fs::linkat(&*fd, c"", &*pfd, &cstr(new_name)?, AtFlags::EMPTY_PATH).map_err(errno)?;
+        rustix::fs::linkat(&*fd, c"", &*pfd, &cstr(new_name)?, AtFlags::EMPTY_PATH)
+            .map_err(errno)?;
         self.do_lookup(new_parent, new_name)
     }
 
@@ -338,12 +403,17 @@ impl Filesystem for StackFs {
         }
         self.nodes.pin(node)?;
         let fh = self.insert_handle(Handle::File { fd, node });
-        Ok(Opened { fh, flags: self.open_flags(), backing_id: 0 })
+        Ok(Opened {
+            fh,
+            flags: self.open_flags(),
+            backing_id: 0,
+        })
     }
 
     fn read(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DataOut) -> FsResult<()> {
         let h = self.file(a.fh)?;
-        out.pread(Self::file_fd(&h)?.as_fd(), a.offset, a.size as usize).map_err(Errno::from)?;
+        out.pread(Self::file_fd(&h)?.as_fd(), a.offset, a.size as usize)
+            .map_err(Errno::from)?;
         Ok(())
     }
 
@@ -374,25 +444,42 @@ impl Filesystem for StackFs {
     fn fsync(&self, _: &Ctx, _: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
         let h = self.file(fh)?;
         let fd = Self::file_fd(&h)?;
-        if datasync { rustix::fs::fdatasync(fd) } else { rustix::fs::fsync(fd) }.map_err(errno)
+        if datasync {
+            rustix::fs::fdatasync(fd)
+        } else {
+            rustix::fs::fsync(fd)
+        }
+        .map_err(errno)
     }
 
     fn opendir(&self, _: &Ctx, node: NodeId, _: &Open) -> FsResult<Opened> {
         let fd = self.reopen(node, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        let fh = self.insert_handle(Handle::Dir { state: Mutex::new(DirState::new(fd)) });
-        Ok(Opened { fh, flags: 0, backing_id: 0 })
+        let fh = self.insert_handle(Handle::Dir {
+            state: Mutex::new(DirState::new(fd)),
+        });
+        Ok(Opened {
+            fh,
+            flags: 0,
+            backing_id: 0,
+        })
     }
 
     fn readdir(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
         let h = self.file(a.fh)?;
-        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let Handle::Dir { state } = &*h else {
+            return Err(Errno::ENOTDIR);
+        };
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-        st.fill(a.offset, |name, ino, kind, next| out.push(ino, next, kind, name))
+        st.fill(a.offset, |name, ino, kind, next| {
+            out.push(ino, next, kind, name)
+        })
     }
 
     fn readdirplus(&self, _: &Ctx, node: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
         let h = self.file(a.fh)?;
-        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let Handle::Dir { state } = &*h else {
+            return Err(Errno::ENOTDIR);
+        };
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
         st.fill(a.offset, |name, ino, kind, next| {
             // "." and ".." are not lookups: the kernel takes no reference.
@@ -423,9 +510,16 @@ impl Filesystem for StackFs {
 
     fn fsyncdir(&self, _: &Ctx, _: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
         let h = self.file(fh)?;
-        let Handle::Dir { state } = &*h else { return Err(Errno::ENOTDIR) };
+        let Handle::Dir { state } = &*h else {
+            return Err(Errno::ENOTDIR);
+        };
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
-        if datasync { rustix::fs::fdatasync(st.fd()) } else { rustix::fs::fsync(st.fd()) }.map_err(errno)
+        if datasync {
+            rustix::fs::fdatasync(st.fd())
+        } else {
+            rustix::fs::fsync(st.fd())
+        }
+        .map_err(errno)
     }
 
     fn statfs(&self, _: &Ctx, node: NodeId) -> FsResult<Statfs> {
@@ -445,7 +539,9 @@ impl Filesystem for StackFs {
     fn setxattr(&self, _: &Ctx, node: NodeId, a: &Setxattr) -> FsResult<()> {
         let flags = rustix::fs::XattrFlags::from_bits(a.flags as _).ok_or(Errno::EINVAL)?;
         let name = cstr(a.name)?;
-        self.with_xattr_path(node, |p| rustix::fs::setxattr(p.as_c_str(), &name, a.value, flags).map_err(errno))
+        self.with_xattr_path(node, |p| {
+            rustix::fs::setxattr(p.as_c_str(), &name, a.value, flags).map_err(errno)
+        })
     }
 
     fn getxattr(&self, _: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
@@ -482,7 +578,9 @@ impl Filesystem for StackFs {
             return Err(Errno::ENODATA);
         }
         let name = cstr(name)?;
-        self.with_xattr_path(node, |p| rustix::fs::removexattr(p.as_c_str(), &name).map_err(errno))
+        self.with_xattr_path(node, |p| {
+            rustix::fs::removexattr(p.as_c_str(), &name).map_err(errno)
+        })
     }
 
     fn access(&self, ctx: &Ctx, node: NodeId, mask: i32) -> FsResult<()> {
@@ -490,16 +588,38 @@ impl Filesystem for StackFs {
         check_access(&st, ctx.uid, ctx.gid, mask)
     }
 
-    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Create) -> FsResult<(Entry, Opened)> {
+    fn create(
+        &self,
+        ctx: &Ctx,
+        parent: NodeId,
+        name: &OsStr,
+        a: &Create,
+    ) -> FsResult<(Entry, Opened)> {
         let pfd = self.nodes.fd(parent)?;
         let c = cstr(name)?;
-        let flags = OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _) | OFlags::CREATE | OFlags::CLOEXEC;
+        let flags = OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _)
+            | OFlags::CREATE
+            | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
-        let fd = sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, &c, flags, mode)).map_err(errno)?;
+        let fd = sys::as_caller(ctx.uid, ctx.gid, || {
+            rustix::fs::openat(&*pfd, &c, flags, mode)
+        })
+        .map_err(errno)?;
         let entry = self.do_lookup(parent, name)?;
-        self.nodes.pin(entry.node)?;
-        let fh = self.insert_handle(Handle::File { fd, node: entry.node });
-        Ok((entry, Opened { fh, flags: self.open_flags(), backing_id: 0 }))
+        self.nodes
+            .pin_with(entry.node, Arc::new(fd.try_clone().map_err(Errno::from)?))?;
+        let fh = self.insert_handle(Handle::File {
+            fd,
+            node: entry.node,
+        });
+        Ok((
+            entry,
+            Opened {
+                fh,
+                flags: self.open_flags(),
+                backing_id: 0,
+            },
+        ))
     }
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
@@ -508,16 +628,31 @@ impl Filesystem for StackFs {
             | OFlags::TMPFILE
             | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
-        let fd = sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, c".", flags, mode)).map_err(errno)?;
+        let fd = sys::as_caller(ctx.uid, ctx.gid, || {
+            rustix::fs::openat(&*pfd, c".", flags, mode)
+        })
+        .map_err(errno)?;
         let st = rustix::fs::fstat(&fd).map_err(errno)?;
         let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
         let node = self.nodes.register(handle, &st, || {
-            rustix::fs::openat(&self.proc_self_fd, &proc_name(&fd), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(errno)
+            rustix::fs::openat(
+                &self.proc_self_fd,
+                proc_name(&fd),
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(errno)
         })?;
         self.nodes.pin(node)?;
         let fh = self.insert_handle(Handle::File { fd, node });
-        Ok((Entry::new(node, FileAttr::from(&st), self.t()), Opened { fh, flags: self.open_flags(), backing_id: 0 }))
+        Ok((
+            Entry::new(node, FileAttr::from(&st), self.t()),
+            Opened {
+                fh,
+                flags: self.open_flags(),
+                backing_id: 0,
+            },
+        ))
     }
 
     fn fallocate(&self, _: &Ctx, _: NodeId, a: &Fallocate) -> FsResult<()> {
@@ -570,7 +705,11 @@ fn check_access(st: &rustix::fs::Stat, uid: u32, gid: u32, mask: i32) -> FsResul
     if uid == 0 {
         // Root may do anything except execute what no one may execute.
         let any_x = mode & 0o111 != 0 || mode & libc::S_IFMT == libc::S_IFDIR;
-        return if mask & libc::X_OK != 0 && !any_x { Err(Errno::EACCES) } else { Ok(()) };
+        return if mask & libc::X_OK != 0 && !any_x {
+            Err(Errno::EACCES)
+        } else {
+            Ok(())
+        };
     }
     let bits = if st.st_uid == uid {
         (mode >> 6) & 7

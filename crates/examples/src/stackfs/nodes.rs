@@ -98,7 +98,10 @@ impl NodeTable {
 
     fn node(&self, id: NodeId) -> FsResult<Arc<Node>> {
         // ESTALE: the kernel names a node we no longer know.
-        self.nodes.get(&id.0).map(|n| n.clone()).ok_or(Errno(libc::ESTALE))
+        self.nodes
+            .get(&id.0)
+            .map(|n| n.clone())
+            .ok_or(Errno(libc::ESTALE))
     }
 
     /// An O_PATH fd of `id`, reopened by handle if the cache let it go.
@@ -113,8 +116,13 @@ impl NodeTable {
         if let Some(fd) = self.fd_cache.get(&id.0) {
             return Ok(fd);
         }
-        let mount = self.mount_fds.get(&n.dev).map(|m| m.clone()).ok_or(Errno(libc::ESTALE))?;
-        let fd = sys::open_by_handle_at(mount.as_fd(), &n.handle, libc::O_PATH | libc::O_CLOEXEC).map_err(Errno::from)?;
+        let mount = self
+            .mount_fds
+            .get(&n.dev)
+            .map(|m| m.clone())
+            .ok_or(Errno(libc::ESTALE))?;
+        let fd = sys::open_by_handle_at(mount.as_fd(), &n.handle, libc::O_PATH | libc::O_CLOEXEC)
+            .map_err(Errno::from)?;
         let fd = Arc::new(fd);
         self.fd_cache.insert(id.0, fd.clone());
         Ok(fd)
@@ -129,7 +137,15 @@ impl NodeTable {
         if id == NodeId::ROOT {
             return Ok(());
         }
-        let fd = self.fd(id)?;
+        self.pin_with(id, self.fd(id)?)
+    }
+
+    /// Like [`NodeTable::pin`], with an fd of the node the caller already
+    /// has (a dup of a just-created file): saves an open_by_handle_at.
+    pub fn pin_with(&self, id: NodeId, fd: Arc<OwnedFd>) -> FsResult<()> {
+        if id == NodeId::ROOT {
+            return Ok(());
+        }
         let n = self.node(id)?;
         let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
         pin.opens += 1;
@@ -153,7 +169,10 @@ impl NodeTable {
             return;
         }
         let Ok(n) = self.node(id) else { return };
-        let before = n.nlookup.fetch_sub(count.min(n.nlookup.load(Ordering::Acquire)), Ordering::AcqRel);
+        let before = n.nlookup.fetch_sub(
+            count.min(n.nlookup.load(Ordering::Acquire)),
+            Ordering::AcqRel,
+        );
         if before > count {
             return;
         }
@@ -161,7 +180,9 @@ impl NodeTable {
         // count while holding this same map entry.
         let removed = self
             .by_handle
-            .remove_if(&(n.dev, n.handle.clone()), |_, v| *v == id.0 && n.nlookup.load(Ordering::Acquire) == 0);
+            .remove_if(&(n.dev, n.handle.clone()), |_, v| {
+                *v == id.0 && n.nlookup.load(Ordering::Acquire) == 0
+            });
         if removed.is_some() {
             self.nodes.remove(&id.0);
             self.fd_cache.invalidate(&id.0);

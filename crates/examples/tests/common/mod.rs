@@ -18,8 +18,15 @@ use fusebox_examples::{MemFs, StackFs};
 /// tmpfs, so that "native" means the same kind of filesystem stackfs sits
 /// on and memfs imitates.
 pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
-    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-    tempfile::Builder::new().prefix(&format!("fusebox-test-{tag}-")).tempdir_in(base).expect("temp dir")
+    let base = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    tempfile::Builder::new()
+        .prefix(&format!("fusebox-test-{tag}-"))
+        .tempdir_in(base)
+        .expect("temp dir")
 }
 
 pub struct TestMount {
@@ -55,10 +62,19 @@ pub fn test_options() -> Options {
 }
 
 impl TestMount {
-    pub fn mount<F: Filesystem>(fs: F, dir: tempfile::TempDir, src: Option<PathBuf>, opts: &Options) -> TestMount {
+    pub fn mount<F: Filesystem>(
+        fs: F,
+        dir: tempfile::TempDir,
+        src: Option<PathBuf>,
+        opts: &Options,
+    ) -> TestMount {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let cfg = SessionConfig { workers: 2, stats_socket: false, ..Default::default() };
+        let cfg = SessionConfig {
+            workers: 2,
+            stats_socket: false,
+            ..Default::default()
+        };
         let session = Session::mount(fs, &mnt, opts, cfg).expect("mount");
         let done = Arc::new(AtomicBool::new(false));
         let handle = session.shutdown_handle();
@@ -67,14 +83,22 @@ impl TestMount {
             let start = Instant::now();
             while !done2.load(Ordering::Acquire) {
                 if start.elapsed() > HANG_LIMIT {
-                    eprintln!("watchdog: test hung for {HANG_LIMIT:?}; aborting the FUSE connection");
+                    eprintln!(
+                        "watchdog: test hung for {HANG_LIMIT:?}; aborting the FUSE connection"
+                    );
                     let _ = handle.abort();
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        TestMount { session: Some(Box::new(session)), mnt, src, done, _dir: dir }
+        TestMount {
+            session: Some(Box::new(session)),
+            mnt,
+            src,
+            done,
+            _dir: dir,
+        }
     }
 
     pub fn stackfs() -> TestMount {
@@ -85,13 +109,25 @@ impl TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
-        let fs = StackFs::new(&src, StackOptions { fs: opts.fs, ..Default::default() }).expect("stackfs");
+        let fs = StackFs::new(
+            &src,
+            StackOptions {
+                fs: opts.fs,
+                ..Default::default()
+            },
+        )
+        .expect("stackfs");
         Self::mount(fs, dir, Some(src), opts)
     }
 
     pub fn memfs() -> TestMount {
         let opts = test_options();
-        Self::mount(MemFs::new(Timeouts::default()), scratch_dir("memfs"), None, &opts)
+        Self::mount(
+            MemFs::new(Timeouts::default()),
+            scratch_dir("memfs"),
+            None,
+            &opts,
+        )
     }
 
     pub fn snapshot(&self) -> fusebox::stats::Snapshot {

@@ -78,7 +78,13 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
-    fn link(&self, ctx: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
+    fn link(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        new_parent: NodeId,
+        new_name: &OsStr,
+    ) -> FsResult<Entry> {
         Err(Errno::ENOSYS)
     }
 
@@ -121,7 +127,13 @@ pub trait Filesystem: Send + Sync + 'static {
 
     /// Like `readdir`, with each entry's lookup answer. The default serves
     /// plain entries (the kernel then looks names up itself).
-    fn readdirplus(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DirEntries) -> FsResult<()> {
+    fn readdirplus(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        args: &Read,
+        out: &mut DirEntries,
+    ) -> FsResult<()> {
         self.readdir(ctx, node, args, out)
     }
 
@@ -134,7 +146,12 @@ pub trait Filesystem: Send + Sync + 'static {
     }
 
     fn statfs(&self, ctx: &Ctx, node: NodeId) -> FsResult<Statfs> {
-        Ok(Statfs { namelen: 255, bsize: 512, frsize: 512, ..Default::default() })
+        Ok(Statfs {
+            namelen: 255,
+            bsize: 512,
+            frsize: 512,
+            ..Default::default()
+        })
     }
 
     fn setxattr(&self, ctx: &Ctx, node: NodeId, args: &Setxattr) -> FsResult<()> {
@@ -162,7 +179,13 @@ pub trait Filesystem: Send + Sync + 'static {
 
     /// Create and open a regular file. ENOSYS makes the kernel fall back to
     /// mknod + open.
-    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Create) -> FsResult<(Entry, Opened)> {
+    fn create(
+        &self,
+        ctx: &Ctx,
+        parent: NodeId,
+        name: &OsStr,
+        args: &Create,
+    ) -> FsResult<(Entry, Opened)> {
         Err(Errno::ENOSYS)
     }
 
@@ -213,7 +236,12 @@ pub trait Filesystem: Send + Sync + 'static {
     }
 
     /// ENOSYS makes the kernel use `getattr` for statx(2) instead.
-    fn statx(&self, ctx: &Ctx, node: NodeId, args: &Statx) -> FsResult<(fusebox_abi::Statx, std::time::Duration)> {
+    fn statx(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        args: &Statx,
+    ) -> FsResult<(fusebox_abi::Statx, std::time::Duration)> {
         Err(Errno::ENOSYS)
     }
 }

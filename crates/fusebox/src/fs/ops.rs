@@ -23,13 +23,20 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// A context for calls that do not come from the kernel (tests, adapters).
     pub fn internal() -> Ctx<'static> {
-        Ctx { unique: 0, uid: 0, gid: 0, pid: 0, interrupt_slot: None }
+        Ctx {
+            unique: 0,
+            uid: 0,
+            gid: 0,
+            pid: 0,
+            interrupt_slot: None,
+        }
     }
 
     /// True once the application gave up on this request (a signal). A slow
     /// filesystem may check this and return `Errno::EINTR` early.
     pub fn interrupted(&self) -> bool {
-        self.interrupt_slot.is_some_and(|s| s.load(Ordering::Acquire) == self.unique)
+        self.interrupt_slot
+            .is_some_and(|s| s.load(Ordering::Acquire) == self.unique)
     }
 }
 

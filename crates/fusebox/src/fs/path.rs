@@ -167,7 +167,12 @@ pub trait PathFilesystem: Send + Sync + 'static {
     /// Unlike the rest, this defaults to success with empty numbers, as in
     /// libfuse: an ENOSYS here would make df(1) and friends fail outright.
     fn statfs(&self, ctx: &Ctx, path: &Path) -> FsResult<Statfs> {
-        Ok(Statfs { namelen: 255, bsize: 512, frsize: 512, ..Default::default() })
+        Ok(Statfs {
+            namelen: 255,
+            bsize: 512,
+            frsize: 512,
+            ..Default::default()
+        })
     }
 
     fn setxattr(&self, ctx: &Ctx, path: &Path, args: &Setxattr) -> FsResult<()> {
@@ -221,7 +226,13 @@ pub trait PathFilesystem: Send + Sync + 'static {
 
     /// Returns the number of bytes copied. `args.node_in`/`node_out` are the
     /// adapter's ids; use the paths and handles.
-    fn copy_file_range(&self, ctx: &Ctx, path_in: &Path, path_out: &Path, args: &CopyFileRange) -> FsResult<u64> {
+    fn copy_file_range(
+        &self,
+        ctx: &Ctx,
+        path_in: &Path,
+        path_out: &Path,
+        args: &CopyFileRange,
+    ) -> FsResult<u64> {
         Err(Errno::ENOSYS)
     }
 }
@@ -250,7 +261,10 @@ pub struct PathAdapter<F> {
 
 impl<F: PathFilesystem> PathAdapter<F> {
     pub fn new(fs: F) -> PathAdapter<F> {
-        PathAdapter { fs, table: RwLock::new(Table::new()) }
+        PathAdapter {
+            fs,
+            table: RwLock::new(Table::new()),
+        }
     }
 
     /// The filesystem being served.
@@ -308,7 +322,10 @@ impl<F: PathFilesystem> PathAdapter<F> {
     }
 
     fn attr_reply(&self, attr: FileAttr) -> AttrReply {
-        AttrReply { attr, ttl: self.fs.timeouts().attr }
+        AttrReply {
+            attr,
+            ttl: self.fs.timeouts().attr,
+        }
     }
 
     /// "." and ".." arrive only from NFS export (`..` finds a parent); they
@@ -321,7 +338,11 @@ impl<F: PathFilesystem> PathAdapter<F> {
         };
         let attr = self.fs.getattr(ctx, &path, None)?;
         let timeouts = self.fs.timeouts();
-        self.write().nodes.get_mut(&node).ok_or(Errno::ENOENT)?.nlookup += 1;
+        self.write()
+            .nodes
+            .get_mut(&node)
+            .ok_or(Errno::ENOENT)?
+            .nlookup += 1;
         Ok(Entry::new(node, attr, &timeouts))
     }
 }
@@ -382,7 +403,9 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
     }
 
     fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
-        let attr = self.fs.symlink(ctx, target, &self.child_path(parent, name)?)?;
+        let attr = self
+            .fs
+            .symlink(ctx, target, &self.child_path(parent, name)?)?;
         self.entry(parent, name, attr)
     }
 
@@ -413,13 +436,27 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let to = self.child_path(args.new_parent, args.new_name)?;
         self.fs.rename(ctx, &from, &to, args.flags)?;
         let exchange = args.flags & libc::RENAME_EXCHANGE != 0;
-        self.write().rename(args.parent, args.name, args.new_parent, args.new_name, exchange);
+        self.write().rename(
+            args.parent,
+            args.name,
+            args.new_parent,
+            args.new_name,
+            exchange,
+        );
         Ok(())
     }
 
-    fn link(&self, ctx: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
+    fn link(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        new_parent: NodeId,
+        new_name: &OsStr,
+    ) -> FsResult<Entry> {
         let existing = self.path(node, false)?;
-        let attr = self.fs.link(ctx, &existing, &self.child_path(new_parent, new_name)?)?;
+        let attr = self
+            .fs
+            .link(ctx, &existing, &self.child_path(new_parent, new_name)?)?;
         self.entry(new_parent, new_name, attr)
     }
 
@@ -451,7 +488,13 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         self.fs.opendir(ctx, &self.path(node, false)?, args)
     }
 
-    fn readdir(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DirEntries<'_>) -> FsResult<()> {
+    fn readdir(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        args: &Read,
+        out: &mut DirEntries<'_>,
+    ) -> FsResult<()> {
         let path = self.path(node, true)?;
         let skip = args.offset;
         let mut counted = 0u64;
@@ -467,7 +510,8 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
             };
             out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name)
         };
-        self.fs.readdir(ctx, &path, args.fh, args.offset, &mut filler)
+        self.fs
+            .readdir(ctx, &path, args.fh, args.offset, &mut filler)
     }
 
     fn releasedir(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
@@ -503,7 +547,13 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         self.fs.access(ctx, &self.path(node, false)?, mask)
     }
 
-    fn create(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Create) -> FsResult<(Entry, Opened)> {
+    fn create(
+        &self,
+        ctx: &Ctx,
+        parent: NodeId,
+        name: &OsStr,
+        args: &Create,
+    ) -> FsResult<(Entry, Opened)> {
         let path = self.child_path(parent, name)?;
         let (attr, opened) = self.fs.create(ctx, &path, args)?;
         match self.entry(parent, name, attr) {
@@ -511,7 +561,13 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
             Err(e) => {
                 // The kernel will never see this handle, so nobody else
                 // would ever release it.
-                let rel = Release { fh: opened.fh, flags: args.flags, flush: false, flock_unlock: false, lock_owner: 0 };
+                let rel = Release {
+                    fh: opened.fh,
+                    flags: args.flags,
+                    flush: false,
+                    flock_unlock: false,
+                    lock_owner: 0,
+                };
                 let _ = self.fs.release(ctx, &path, &rel);
                 Err(e)
             }
@@ -574,7 +630,11 @@ impl Table {
             linked: true,
             kind: libc::S_IFDIR,
         };
-        Table { nodes: HashMap::from([(NodeId::ROOT, root)]), names: HashMap::new(), next: NodeId::ROOT.0 + 1 }
+        Table {
+            nodes: HashMap::from([(NodeId::ROOT, root)]),
+            names: HashMap::new(),
+            next: NodeId::ROOT.0 + 1,
+        }
     }
 
     fn node(&self, id: NodeId) -> FsResult<&Node> {
@@ -634,7 +694,17 @@ impl Table {
         p.kids += 1;
         let id = NodeId(self.next);
         self.next += 1;
-        self.nodes.insert(id, Node { parent, name: key.1.clone(), nlookup: 1, kids: 0, linked: true, kind });
+        self.nodes.insert(
+            id,
+            Node {
+                parent,
+                name: key.1.clone(),
+                nlookup: 1,
+                kids: 0,
+                linked: true,
+                kind,
+            },
+        );
         self.names.insert(key, id);
         Ok(id)
     }
@@ -672,7 +742,9 @@ impl Table {
                 Some(n) if n.nlookup == 0 && n.kids == 0 => {}
                 _ => return,
             }
-            let Some(n) = self.nodes.remove(&id) else { return };
+            let Some(n) = self.nodes.remove(&id) else {
+                return;
+            };
             let key = (n.parent, n.name);
             if self.names.get(&key) == Some(&id) {
                 self.names.remove(&key);
@@ -685,7 +757,14 @@ impl Table {
     }
 
     /// Mirror a rename the filesystem accepted.
-    fn rename(&mut self, parent: NodeId, name: &OsStr, new_parent: NodeId, new_name: &OsStr, exchange: bool) {
+    fn rename(
+        &mut self,
+        parent: NodeId,
+        name: &OsStr,
+        new_parent: NodeId,
+        new_name: &OsStr,
+        exchange: bool,
+    ) {
         let src = self.names.remove(&(parent, name.to_os_string()));
         let dst = self.names.remove(&(new_parent, new_name.to_os_string()));
         if let Some(s) = src {
@@ -704,7 +783,9 @@ impl Table {
 
     /// Move `id` to `parent/name`; the caller has cleared both names.
     fn relink(&mut self, id: NodeId, parent: NodeId, name: &OsStr) {
-        let Some(old_parent) = self.nodes.get(&id).map(|n| n.parent) else { return };
+        let Some(old_parent) = self.nodes.get(&id).map(|n| n.parent) else {
+            return;
+        };
         if old_parent != parent {
             let Some(p) = self.nodes.get_mut(&parent) else {
                 // The kernel holds the target directory during a rename, so
@@ -725,7 +806,6 @@ impl Table {
         self.names.insert((parent, name.to_os_string()), id);
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -748,7 +828,12 @@ mod tests {
     impl MemFs {
         fn insert(&self, path: &Path, mode: u32) -> FsResult<FileAttr> {
             let mut f = self.files.lock().unwrap();
-            let attr = FileAttr { ino: f.len() as u64 + 100, mode, nlink: 1, ..Default::default() };
+            let attr = FileAttr {
+                ino: f.len() as u64 + 100,
+                mode,
+                nlink: 1,
+                ..Default::default()
+            };
             f.insert(path.to_owned(), attr);
             Ok(attr)
         }
@@ -756,11 +841,19 @@ mod tests {
 
     impl PathFilesystem for MemFs {
         fn timeouts(&self) -> Timeouts {
-            Timeouts { negative: self.negative, ..Timeouts::default() }
+            Timeouts {
+                negative: self.negative,
+                ..Timeouts::default()
+            }
         }
 
         fn getattr(&self, _: &Ctx, path: &Path, _: Option<FileHandle>) -> FsResult<FileAttr> {
-            self.files.lock().unwrap().get(path).copied().ok_or(Errno::ENOENT)
+            self.files
+                .lock()
+                .unwrap()
+                .get(path)
+                .copied()
+                .ok_or(Errno::ENOENT)
         }
 
         fn mkdir(&self, _: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
@@ -768,11 +861,19 @@ mod tests {
         }
 
         fn create(&self, _: &Ctx, path: &Path, args: &Create) -> FsResult<(FileAttr, Opened)> {
-            Ok((self.insert(path, libc::S_IFREG | args.mode)?, Opened::handle(7)))
+            Ok((
+                self.insert(path, libc::S_IFREG | args.mode)?,
+                Opened::handle(7),
+            ))
         }
 
         fn unlink(&self, _: &Ctx, path: &Path) -> FsResult<()> {
-            self.files.lock().unwrap().remove(path).map(drop).ok_or(Errno::ENOENT)
+            self.files
+                .lock()
+                .unwrap()
+                .remove(path)
+                .map(drop)
+                .ok_or(Errno::ENOENT)
         }
 
         fn rename(&self, _: &Ctx, from: &Path, to: &Path, flags: u32) -> FsResult<()> {
@@ -801,7 +902,13 @@ mod tests {
             _: u64,
             filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
         ) -> FsResult<()> {
-            for (k, a) in self.files.lock().unwrap().iter().filter(|(k, _)| k.parent() == Some(path)) {
+            for (k, a) in self
+                .files
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| k.parent() == Some(path))
+            {
                 if !filler(k.file_name().unwrap(), a.kind().unwrap(), a.ino, 0) {
                     break;
                 }
@@ -815,20 +922,49 @@ mod tests {
     }
 
     fn mkdir(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
-        a.mkdir(&Ctx::internal(), parent, os(name), &Mkdir { mode: 0o755, umask: 0 }).unwrap().node
+        a.mkdir(
+            &Ctx::internal(),
+            parent,
+            os(name),
+            &Mkdir {
+                mode: 0o755,
+                umask: 0,
+            },
+        )
+        .unwrap()
+        .node
     }
 
     fn mkfile(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
-        let args = Create { flags: libc::O_RDWR, mode: 0o644, umask: 0, kill_suidgid: false };
-        a.create(&Ctx::internal(), parent, os(name), &args).unwrap().0.node
+        let args = Create {
+            flags: libc::O_RDWR,
+            mode: 0o644,
+            umask: 0,
+            kill_suidgid: false,
+        };
+        a.create(&Ctx::internal(), parent, os(name), &args)
+            .unwrap()
+            .0
+            .node
     }
 
     fn nlookup(a: &PathAdapter<MemFs>, node: NodeId) -> Option<u64> {
         a.read().nodes.get(&node).map(|n| n.nlookup)
     }
 
-    fn rename(a: &PathAdapter<MemFs>, from: (NodeId, &str), to: (NodeId, &str), flags: u32) -> FsResult<()> {
-        let args = Rename { parent: from.0, name: os(from.1), new_parent: to.0, new_name: os(to.1), flags };
+    fn rename(
+        a: &PathAdapter<MemFs>,
+        from: (NodeId, &str),
+        to: (NodeId, &str),
+        flags: u32,
+    ) -> FsResult<()> {
+        let args = Rename {
+            parent: from.0,
+            name: os(from.1),
+            new_parent: to.0,
+            new_name: os(to.1),
+            flags,
+        };
         a.rename(&Ctx::internal(), &args)
     }
 
@@ -837,8 +973,14 @@ mod tests {
         let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
         let f = mkfile(&a, ROOT, "f");
         let e = a.lookup(&ctx, ROOT, os("f")).unwrap();
-        assert_eq!((e.node, a.lookup(&ctx, ROOT, os("f")).unwrap().node), (f, f));
-        assert_eq!(e.attr.ino, 100, "the filesystem's own ino is passed through");
+        assert_eq!(
+            (e.node, a.lookup(&ctx, ROOT, os("f")).unwrap().node),
+            (f, f)
+        );
+        assert_eq!(
+            e.attr.ino, 100,
+            "the filesystem's own ino is passed through"
+        );
         assert_eq!(nlookup(&a, f), Some(3));
         assert_eq!(a.node_of(Path::new("/f")), Some(f));
     }
@@ -852,7 +994,10 @@ mod tests {
         assert_eq!(nlookup(&a, d), Some(0), "d must outlive its child");
         assert_eq!(a.path_of(x).unwrap(), Path::new("/d/x"));
         a.forget(x, 1);
-        assert_eq!((nlookup(&a, x), nlookup(&a, d), a.read().names.len()), (None, None, 0));
+        assert_eq!(
+            (nlookup(&a, x), nlookup(&a, d), a.read().names.len()),
+            (None, None, 0)
+        );
         a.forget(ROOT, 5);
         let d2 = a.lookup(&ctx, ROOT, os("d")).unwrap().node;
         assert!(d2 != d && d2 != x, "ids are never reused");
@@ -897,7 +1042,11 @@ mod tests {
         rename(&a, (ROOT, "s"), (ROOT, "t"), 0).unwrap();
         assert_eq!(a.lookup(&ctx, ROOT, os("t")).unwrap().node, s);
         assert_eq!(a.getattr(&ctx, t, None), Err(Errno::ENOENT));
-        assert_eq!(a.path_of(t).unwrap(), Path::new("/t"), "known by id until forgotten");
+        assert_eq!(
+            a.path_of(t).unwrap(),
+            Path::new("/t"),
+            "known by id until forgotten"
+        );
         a.forget(t, 1);
         assert_eq!(a.path_of(t), None);
         assert_eq!(a.path_of(s).unwrap(), Path::new("/t"));
@@ -911,8 +1060,18 @@ mod tests {
         assert_eq!(a.node_of(Path::new("/f")), None);
         assert_eq!(a.lookup(&ctx, ROOT, os("f")).unwrap_err(), Errno::ENOENT);
         assert_eq!(a.getattr(&ctx, f, None), Err(Errno::ENOENT));
-        let rel = Release { fh: FileHandle(7), flags: 0, flush: false, flock_unlock: false, lock_owner: 0 };
-        assert_eq!(a.release(&ctx, f, &rel), Ok(()), "calls with a handle still get through");
+        let rel = Release {
+            fh: FileHandle(7),
+            flags: 0,
+            flush: false,
+            flock_unlock: false,
+            lock_owner: 0,
+        };
+        assert_eq!(
+            a.release(&ctx, f, &rel),
+            Ok(()),
+            "calls with a handle still get through"
+        );
         let f2 = mkfile(&a, ROOT, "f");
         assert_ne!(f2, f);
         a.forget(f, 1);
@@ -921,7 +1080,10 @@ mod tests {
 
     #[test]
     fn unknown_nodes_and_missing_names() {
-        let a = PathAdapter::new(MemFs { negative: Duration::from_secs(3), ..MemFs::default() });
+        let a = PathAdapter::new(MemFs {
+            negative: Duration::from_secs(3),
+            ..MemFs::default()
+        });
         let (ctx, bogus) = (Ctx::internal(), NodeId(999));
         assert_eq!(a.getattr(&ctx, bogus, None), Err(Errno::ENOENT));
         assert_eq!(a.lookup(&ctx, bogus, os("x")).unwrap_err(), Errno::ENOENT);
@@ -940,18 +1102,36 @@ mod tests {
         let list = |offset: u64| -> Vec<(OsString, u64)> {
             let mut out = DataOut::with_capacity(64);
             out.reset(64); // room for two 32-byte records
-            let args = Read { fh: FileHandle(0), offset, size: 64, flags: 0, lock_owner: None };
-            a.readdir(&Ctx::internal(), ROOT, &args, &mut DirEntries::new(&mut out, false)).unwrap();
+            let args = Read {
+                fh: FileHandle(0),
+                offset,
+                size: 64,
+                flags: 0,
+                lock_owner: None,
+            };
+            a.readdir(
+                &Ctx::internal(),
+                ROOT,
+                &args,
+                &mut DirEntries::new(&mut out, false),
+            )
+            .unwrap();
             let (buf, mut i, mut entries) = (out.as_slice(), 0, Vec::new());
             while i + 24 <= buf.len() {
                 let off = u64::from_le_bytes(buf[i + 8..i + 16].try_into().unwrap());
                 let len = u32::from_le_bytes(buf[i + 16..i + 20].try_into().unwrap()) as usize;
-                entries.push((OsStr::from_bytes(&buf[i + 24..i + 24 + len]).to_owned(), off));
+                entries.push((
+                    OsStr::from_bytes(&buf[i + 24..i + 24 + len]).to_owned(),
+                    off,
+                ));
                 i += (24 + len + 7) & !7;
             }
             entries
         };
-        assert_eq!(list(0), vec![(OsString::from("a"), 1), (OsString::from("b"), 2)]);
+        assert_eq!(
+            list(0),
+            vec![(OsString::from("a"), 1), (OsString::from("b"), 2)]
+        );
         assert_eq!(list(2), vec![(OsString::from("c"), 3)]);
         assert_eq!(list(3), vec![]);
     }

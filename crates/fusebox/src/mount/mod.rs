@@ -35,16 +35,27 @@ pub struct Mount {
 impl Mount {
     /// Mount at `mountpoint` with `opts`.
     pub fn new(mountpoint: &Path, opts: &MountOptions) -> Result<Mount, Error> {
-        let mountpoint = std::fs::canonicalize(mountpoint).map_err(|_| Error::BadMountpoint(mountpoint.into()))?;
+        let mountpoint = std::fs::canonicalize(mountpoint)
+            .map_err(|_| Error::BadMountpoint(mountpoint.into()))?;
         if !mountpoint.is_dir() {
             return Err(Error::BadMountpoint(mountpoint));
         }
         if rustix::process::geteuid().is_root() {
             let device = mount_syscall(&mountpoint, opts)?;
-            Ok(Mount { mountpoint, device, method: Method::Syscall, mounted: AtomicBool::new(true) })
+            Ok(Mount {
+                mountpoint,
+                device,
+                method: Method::Syscall,
+                mounted: AtomicBool::new(true),
+            })
         } else {
             let device = mount_fusermount(&mountpoint, opts)?;
-            Ok(Mount { mountpoint, device, method: Method::Fusermount, mounted: AtomicBool::new(true) })
+            Ok(Mount {
+                mountpoint,
+                device,
+                method: Method::Fusermount,
+                mounted: AtomicBool::new(true),
+            })
         }
     }
 
@@ -80,7 +91,9 @@ impl Mount {
     /// ENOTCONN, and the workers see ENODEV. The last resort against a hung
     /// daemon.
     pub fn abort(&self) -> Result<(), Error> {
-        let id = self.connection_id().ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
+        let id = self
+            .connection_id()
+            .ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
         abort_connection(id)
     }
 }
@@ -95,9 +108,16 @@ impl Drop for Mount {
 
 fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Error> {
     use rustix::mount::MountFlags;
-    let device = rustix::fs::open("/dev/fuse", rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
-        .map_err(|e| Error::OpenDevice { source: e.into() })?;
-    let st = rustix::fs::stat(mountpoint).map_err(|e| Error::Mount { mountpoint: mountpoint.into(), source: e.into() })?;
+    let device = rustix::fs::open(
+        "/dev/fuse",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::OpenDevice { source: e.into() })?;
+    let st = rustix::fs::stat(mountpoint).map_err(|e| Error::Mount {
+        mountpoint: mountpoint.into(),
+        source: e.into(),
+    })?;
     let mut data = format!(
         "fd={},rootmode={:o},user_id={},group_id={}",
         device.as_raw_fd(),
@@ -136,9 +156,21 @@ fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Erro
         None => "fuse".to_string(),
     };
     let source = opts.fsname.clone().unwrap_or_else(|| "fusebox".into());
-    let data = std::ffi::CString::new(data).map_err(|_| Error::BadOption { option: "mount data".into(), reason: "contains NUL".into() })?;
-    rustix::mount::mount(source.as_str(), mountpoint, fstype.as_str(), flags, Some(data.as_c_str()))
-        .map_err(|e| Error::Mount { mountpoint: mountpoint.into(), source: e.into() })?;
+    let data = std::ffi::CString::new(data).map_err(|_| Error::BadOption {
+        option: "mount data".into(),
+        reason: "contains NUL".into(),
+    })?;
+    rustix::mount::mount(
+        source.as_str(),
+        mountpoint,
+        fstype.as_str(),
+        flags,
+        Some(data.as_c_str()),
+    )
+    .map_err(|e| Error::Mount {
+        mountpoint: mountpoint.into(),
+        source: e.into(),
+    })?;
     Ok(device)
 }
 
@@ -171,12 +203,24 @@ fn fusermount_opts(opts: &MountOptions) -> String {
 }
 
 fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Error> {
-    use rustix::net::{AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType};
-    let fail = |reason: String| Error::Fusermount { mountpoint: mountpoint.into(), reason };
+    use rustix::net::{
+        AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags,
+        SocketType,
+    };
+    let fail = |reason: String| Error::Fusermount {
+        mountpoint: mountpoint.into(),
+        reason,
+    };
     // Our end is close-on-exec; fusermount3's end must survive exec.
-    let (ours, theirs) = rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::empty(), None)
-        .map_err(|e| fail(format!("socketpair: {e}")))?;
-    rustix::io::fcntl_setfd(&ours, rustix::io::FdFlags::CLOEXEC).map_err(|e| fail(format!("fcntl: {e}")))?;
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::empty(),
+        None,
+    )
+    .map_err(|e| fail(format!("socketpair: {e}")))?;
+    rustix::io::fcntl_setfd(&ours, rustix::io::FdFlags::CLOEXEC)
+        .map_err(|e| fail(format!("fcntl: {e}")))?;
     let status = Command::new("fusermount3")
         .arg("-o")
         .arg(fusermount_opts(opts))
@@ -192,8 +236,13 @@ fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, E
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     let mut byte = [0u8; 1];
-    rustix::net::recvmsg(&ours, &mut [io::IoSliceMut::new(&mut byte)], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
-        .map_err(|e| fail(format!("receiving the device fd: {e}")))?;
+    rustix::net::recvmsg(
+        &ours,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut cmsg,
+        RecvFlags::CMSG_CLOEXEC,
+    )
+    .map_err(|e| fail(format!("receiving the device fd: {e}")))?;
     for msg in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
             if let Some(fd) = fds.next() {
@@ -211,15 +260,25 @@ pub fn unmount_path(mountpoint: &Path, fusermount: bool) -> Result<(), Error> {
             .args(["-u", "-z", "--"])
             .arg(mountpoint)
             .output()
-            .map_err(|e| Error::Unmount { mountpoint: mountpoint.into(), source: e })?;
+            .map_err(|e| Error::Unmount {
+                mountpoint: mountpoint.into(),
+                source: e,
+            })?;
         if !out.status.success() {
             let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            return Err(Error::Unmount { mountpoint: mountpoint.into(), source: io::Error::other(msg) });
+            return Err(Error::Unmount {
+                mountpoint: mountpoint.into(),
+                source: io::Error::other(msg),
+            });
         }
         return Ok(());
     }
-    rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH)
-        .map_err(|e| Error::Unmount { mountpoint: mountpoint.into(), source: e.into() })
+    rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH).map_err(|e| {
+        Error::Unmount {
+            mountpoint: mountpoint.into(),
+            source: e.into(),
+        }
+    })
 }
 
 /// A FUSE mount as /proc/self/mountinfo lists it.
@@ -234,7 +293,9 @@ pub struct FuseMountInfo {
 
 /// Every FUSE mount visible to this process.
 pub fn fuse_mounts() -> Vec<FuseMountInfo> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else { return vec![] };
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return vec![];
+    };
     text.lines().filter_map(parse_mountinfo_line).collect()
 }
 
@@ -244,7 +305,10 @@ fn unescape_mountinfo(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -274,7 +338,11 @@ fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
 }
 
 fn connection_id(mountpoint: &Path) -> Option<u32> {
-    fuse_mounts().into_iter().rev().find(|m| m.mountpoint == mountpoint).map(|m| m.connection)
+    fuse_mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.mountpoint == mountpoint)
+        .map(|m| m.connection)
 }
 
 /// Mount fusectl at /sys/fs/fuse/connections if it is not there (needs root).
@@ -285,15 +353,25 @@ pub fn ensure_fusectl() -> Result<(), Error> {
     if mounted {
         return Ok(());
     }
-    rustix::mount::mount("fusectl", FUSECTL_DIR, "fusectl", rustix::mount::MountFlags::empty(), None)
-        .map_err(|e| Error::Mount { mountpoint: FUSECTL_DIR.into(), source: e.into() })
+    rustix::mount::mount(
+        "fusectl",
+        FUSECTL_DIR,
+        "fusectl",
+        rustix::mount::MountFlags::empty(),
+        None,
+    )
+    .map_err(|e| Error::Mount {
+        mountpoint: FUSECTL_DIR.into(),
+        source: e.into(),
+    })
 }
 
 /// Abort FUSE connection `id` through fusectl.
 pub fn abort_connection(id: u32) -> Result<(), Error> {
     ensure_fusectl()?;
     let path = Path::new(FUSECTL_DIR).join(id.to_string()).join("abort");
-    std::fs::write(&path, b"1").map_err(|e| Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
+    std::fs::write(&path, b"1")
+        .map_err(|e| Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
 }
 
 #[cfg(test)]

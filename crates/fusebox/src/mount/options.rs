@@ -70,13 +70,19 @@ pub struct Options {
 }
 
 fn parse_num<T: std::str::FromStr>(opt: &str, v: &str) -> Result<T, Error> {
-    v.parse().map_err(|_| Error::BadOption { option: opt.into(), reason: format!("{v:?} is not a number") })
+    v.parse().map_err(|_| Error::BadOption {
+        option: opt.into(),
+        reason: format!("{v:?} is not a number"),
+    })
 }
 
 fn parse_secs(opt: &str, v: &str) -> Result<Duration, Error> {
     let secs: f64 = parse_num(opt, v)?;
     if !(0.0..=1e9).contains(&secs) {
-        return Err(Error::BadOption { option: opt.into(), reason: "must be between 0 and 1e9 seconds".into() });
+        return Err(Error::BadOption {
+            option: opt.into(),
+            reason: "must be between 0 and 1e9 seconds".into(),
+        });
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -96,7 +102,10 @@ impl Options {
             None => (opt, None),
         };
         fn need<'a>(opt: &str, v: Option<&'a str>) -> Result<&'a str, Error> {
-            v.ok_or_else(|| Error::BadOption { option: opt.into(), reason: "needs a value (name=value)".into() })
+            v.ok_or_else(|| Error::BadOption {
+                option: opt.into(),
+                reason: "needs a value (name=value)".into(),
+            })
         }
         let m = &mut self.mount;
         let i = &mut self.init;
@@ -127,7 +136,9 @@ impl Options {
             "max_write" => i.max_write = parse_num(opt, need(opt, val)?)?,
             "max_readahead" => i.max_readahead = Some(parse_num(opt, need(opt, val)?)?),
             "max_background" => i.max_background = parse_num(opt, need(opt, val)?)?,
-            "congestion_threshold" => i.congestion_threshold = Some(parse_num(opt, need(opt, val)?)?),
+            "congestion_threshold" => {
+                i.congestion_threshold = Some(parse_num(opt, need(opt, val)?)?)
+            }
             "writeback_cache" => i.want |= f::WRITEBACK_CACHE,
             "no_writeback_cache" => i.want &= !f::WRITEBACK_CACHE,
             "async_read" => i.want |= f::ASYNC_READ,
@@ -145,7 +156,10 @@ impl Options {
                     "auto" => i.want |= f::DO_READDIRPLUS | f::READDIRPLUS_AUTO,
                     "no" => {}
                     other => {
-                        return Err(Error::BadOption { option: opt.into(), reason: format!("{other:?}: use yes, no or auto") })
+                        return Err(Error::BadOption {
+                            option: opt.into(),
+                            reason: format!("{other:?}: use yes, no or auto"),
+                        })
                     }
                 }
             }
@@ -188,7 +202,15 @@ mod tests {
         let mut o = Options::default();
         let e = o.apply("max_write=lots").unwrap_err().to_string();
         assert!(e.contains("max_write") && e.contains("not a number"), "{e}");
-        assert!(o.apply("frobnicate").unwrap_err().to_string().contains("unknown option"));
-        assert!(o.apply("fsname").unwrap_err().to_string().contains("needs a value"));
+        assert!(o
+            .apply("frobnicate")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown option"));
+        assert!(o
+            .apply("fsname")
+            .unwrap_err()
+            .to_string()
+            .contains("needs a value"));
     }
 }

@@ -75,7 +75,12 @@ impl<'a> DirEntries<'a> {
     }
 
     fn write_dirent(&mut self, ino: u64, off: u64, typ: u32, name: &OsStr) {
-        let d = abi::Dirent { ino, off, namelen: name.len() as u32, typ };
+        let d = abi::Dirent {
+            ino,
+            off,
+            namelen: name.len() as u32,
+            typ,
+        };
         self.out.extend_from_slice(d.as_bytes());
         self.out.extend_from_slice(name.as_bytes());
         let pad = padded(DIRENT_LEN + name.len()) - (DIRENT_LEN + name.len());
@@ -100,7 +105,10 @@ mod tests {
         assert_eq!(&out.as_slice()[0..8], &5u64.to_le_bytes());
         assert_eq!(&out.as_slice()[8..16], &1u64.to_le_bytes());
         assert_eq!(&out.as_slice()[16..20], &1u32.to_le_bytes());
-        assert_eq!(&out.as_slice()[20..24], &(libc::S_IFREG >> 12).to_le_bytes());
+        assert_eq!(
+            &out.as_slice()[20..24],
+            &(libc::S_IFREG >> 12).to_le_bytes()
+        );
         assert_eq!(out.as_slice()[24], b'a');
         assert_eq!(&out.as_slice()[25..32], &[0u8; 7]);
     }

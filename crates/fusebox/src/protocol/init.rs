@@ -50,7 +50,11 @@ impl Connection {
     /// The flags in force, as names.
     pub fn flag_names(&self) -> Vec<&'static str> {
         let on = self.want & self.kernel_flags;
-        f::NAMES.iter().filter(|(b, _)| on & b != 0).map(|(_, n)| *n).collect()
+        f::NAMES
+            .iter()
+            .filter(|(b, _)| on & b != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 
@@ -111,13 +115,19 @@ pub fn begin(init: &abi::InitIn, cfg: &InitConfig) -> Result<InitStep, Error> {
         }));
     }
     if init.major < abi::KERNEL_VERSION || init.minor < abi::MIN_KERNEL_MINOR {
-        return Err(Error::UnsupportedKernel { major: init.major, minor: init.minor, min: abi::MIN_KERNEL_MINOR });
+        return Err(Error::UnsupportedKernel {
+            major: init.major,
+            minor: init.minor,
+            min: abi::MIN_KERNEL_MINOR,
+        });
     }
     let mut kernel_flags = init.flags as u64;
     if kernel_flags & f::INIT_EXT != 0 {
         kernel_flags |= (init.flags2 as u64) << 32;
     }
-    let max_readahead = cfg.max_readahead.map_or(init.max_readahead, |r| r.min(init.max_readahead));
+    let max_readahead = cfg
+        .max_readahead
+        .map_or(init.max_readahead, |r| r.min(init.max_readahead));
     Ok(InitStep::Proceed(Connection {
         proto_minor: init.minor.min(abi::KERNEL_MINOR_VERSION),
         kernel_flags,
@@ -126,7 +136,9 @@ pub fn begin(init: &abi::InitIn, cfg: &InitConfig) -> Result<InitStep, Error> {
         max_read: cfg.max_read,
         max_readahead,
         max_background: cfg.max_background,
-        congestion_threshold: cfg.congestion_threshold.unwrap_or(cfg.max_background * 3 / 4),
+        congestion_threshold: cfg
+            .congestion_threshold
+            .unwrap_or(cfg.max_background * 3 / 4),
         time_gran: 1,
         max_stack_depth: 0,
         request_timeout: 0,
@@ -166,7 +178,11 @@ pub fn finish(conn: &mut Connection) -> abi::InitOut {
         map_alignment: 0,
         flags2: (on >> 32) as u32,
         max_stack_depth: conn.max_stack_depth,
-        request_timeout: if on & f::REQUEST_TIMEOUT != 0 { conn.request_timeout } else { 0 },
+        request_timeout: if on & f::REQUEST_TIMEOUT != 0 {
+            conn.request_timeout
+        } else {
+            0
+        },
         unused: [0; 11],
     }
 }
@@ -197,8 +213,11 @@ mod tests {
 
     #[test]
     fn negotiates_down_to_the_kernel_minor() {
-        let InitStep::Proceed(mut c) = begin(&kernel(31, f::ASYNC_READ | f::BIG_WRITES), &InitConfig::default()).unwrap()
-        else {
+        let InitStep::Proceed(mut c) = begin(
+            &kernel(31, f::ASYNC_READ | f::BIG_WRITES),
+            &InitConfig::default(),
+        )
+        .unwrap() else {
             panic!("expected proceed")
         };
         let out = finish(&mut c);
@@ -210,7 +229,8 @@ mod tests {
     #[test]
     fn flags2_only_with_init_ext() {
         let offered = f::INIT_EXT | f::HAS_RESEND | f::PASSTHROUGH | f::WRITEBACK_CACHE;
-        let InitStep::Proceed(mut c) = begin(&kernel(45, offered), &InitConfig::default()).unwrap() else {
+        let InitStep::Proceed(mut c) = begin(&kernel(45, offered), &InitConfig::default()).unwrap()
+        else {
             panic!()
         };
         c.enable(f::PASSTHROUGH);
@@ -219,15 +239,24 @@ mod tests {
         assert_eq!(out.minor, 45);
         assert_ne!(out.flags as u64 & f::INIT_EXT, 0);
         assert_eq!(out.flags2 as u64, f::PASSTHROUGH >> 32);
-        assert_eq!(out.flags as u64 & f::WRITEBACK_CACHE, 0, "passthrough excludes writeback cache");
+        assert_eq!(
+            out.flags as u64 & f::WRITEBACK_CACHE,
+            0,
+            "passthrough excludes writeback cache"
+        );
         assert_eq!(out.max_stack_depth, 1);
     }
 
     #[test]
     fn refuses_old_and_retries_newer_major() {
-        assert!(matches!(begin(&kernel(30, 0), &InitConfig::default()), Err(Error::UnsupportedKernel { .. })));
+        assert!(matches!(
+            begin(&kernel(30, 0), &InitConfig::default()),
+            Err(Error::UnsupportedKernel { .. })
+        ));
         let mut k = kernel(0, 0);
         k.major = 8;
-        assert!(matches!(begin(&k, &InitConfig::default()), Ok(InitStep::Retry(o)) if o.major == 7));
+        assert!(
+            matches!(begin(&k, &InitConfig::default()), Ok(InitStep::Retry(o)) if o.major == 7)
+        );
     }
 }

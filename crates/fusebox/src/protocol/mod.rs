@@ -11,5 +11,8 @@ mod reply;
 pub use dirent::DirEntries;
 pub use init::{Connection, InitConfig};
 pub use notify::Notifier;
-pub use parse::{parse_contiguous, parse_header, parse_split, BatchForgetList, Op, ParseConfig, ParseError, Request};
+pub use parse::{
+    parse_contiguous, parse_header, parse_split, BatchForgetList, Op, ParseConfig, ParseError,
+    Request,
+};
 pub use reply::{send_error, send_reply, Body, DataOut, ReplySink};

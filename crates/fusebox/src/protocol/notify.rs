@@ -1,12 +1,12 @@
 //! Notifications: messages the daemon sends the kernel unasked.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::collections::HashMap;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use fusebox_abi as abi;
 use fusebox_abi::NotifyCode;
@@ -32,12 +32,19 @@ struct Retrieves {
 impl Notifier {
     /// A notifier writing to `sink` (a transport, or a test double).
     pub fn for_sink(sink: Arc<dyn ReplySink + Send + Sync>) -> Notifier {
-        Notifier { sink, retrieves: Arc::new(Retrieves::default()) }
+        Notifier {
+            sink,
+            retrieves: Arc::new(Retrieves::default()),
+        }
     }
 
     fn send(&self, code: NotifyCode, parts: &[&[u8]]) -> io::Result<()> {
         let len = size_of::<abi::OutHeader>() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let header = abi::OutHeader { len: len as u32, error: code as i32, unique: 0 };
+        let header = abi::OutHeader {
+            len: len as u32,
+            error: code as i32,
+            unique: 0,
+        };
         let mut all: [&[u8]; 4] = [header.as_bytes(), &[], &[], &[]];
         for (slot, p) in all[1..].iter_mut().zip(parts) {
             *slot = p;
@@ -48,39 +55,83 @@ impl Notifier {
     /// Drop cached data of `node` in `[offset, offset+len)` (len 0 = to the
     /// end; offset < 0 = attributes only).
     pub fn inval_inode(&self, node: NodeId, offset: i64, len: i64) -> io::Result<()> {
-        let m = abi::NotifyInvalInodeOut { ino: node.0, off: offset, len };
+        let m = abi::NotifyInvalInodeOut {
+            ino: node.0,
+            off: offset,
+            len,
+        };
         self.send(NotifyCode::InvalInode, &[m.as_bytes()])
     }
 
     /// Drop the cached name `name` in `parent`. With `expire_only` the entry
     /// is only marked stale (needs FUSE_HAS_EXPIRE_ONLY).
     pub fn inval_entry(&self, parent: NodeId, name: &OsStr, expire_only: bool) -> io::Result<()> {
-        let flags = if expire_only { abi::flags::EXPIRE_ONLY } else { 0 };
-        let m = abi::NotifyInvalEntryOut { parent: parent.0, namelen: name.len() as u32, flags };
-        self.send(NotifyCode::InvalEntry, &[m.as_bytes(), name.as_bytes(), b"\0"])
+        let flags = if expire_only {
+            abi::flags::EXPIRE_ONLY
+        } else {
+            0
+        };
+        let m = abi::NotifyInvalEntryOut {
+            parent: parent.0,
+            namelen: name.len() as u32,
+            flags,
+        };
+        self.send(
+            NotifyCode::InvalEntry,
+            &[m.as_bytes(), name.as_bytes(), b"\0"],
+        )
     }
 
     /// Tell the kernel `name` in `parent` (node `child`) was deleted.
     pub fn delete(&self, parent: NodeId, child: NodeId, name: &OsStr) -> io::Result<()> {
-        let m = abi::NotifyDeleteOut { parent: parent.0, child: child.0, namelen: name.len() as u32, padding: 0 };
+        let m = abi::NotifyDeleteOut {
+            parent: parent.0,
+            child: child.0,
+            namelen: name.len() as u32,
+            padding: 0,
+        };
         self.send(NotifyCode::Delete, &[m.as_bytes(), name.as_bytes(), b"\0"])
     }
 
     /// Put `data` into the kernel's page cache of `node` at `offset`.
     pub fn store(&self, node: NodeId, offset: u64, data: &[u8]) -> io::Result<()> {
-        let m = abi::NotifyStoreOut { nodeid: node.0, offset, size: data.len() as u32, padding: 0 };
+        let m = abi::NotifyStoreOut {
+            nodeid: node.0,
+            offset,
+            size: data.len() as u32,
+            padding: 0,
+        };
         self.send(NotifyCode::Store, &[m.as_bytes(), data])
     }
 
     /// Ask the kernel for cached data of `node`; the answer arrives as a
     /// NOTIFY_REPLY request and is handed to the returned receiver.
-    pub fn retrieve(&self, node: NodeId, offset: u64, size: u32) -> io::Result<mpsc::Receiver<Vec<u8>>> {
+    pub fn retrieve(
+        &self,
+        node: NodeId,
+        offset: u64,
+        size: u32,
+    ) -> io::Result<mpsc::Receiver<Vec<u8>>> {
         let id = self.retrieves.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = mpsc::channel();
-        self.retrieves.waiting.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
-        let m = abi::NotifyRetrieveOut { notify_unique: id, nodeid: node.0, offset, size, padding: 0 };
+        self.retrieves
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        let m = abi::NotifyRetrieveOut {
+            notify_unique: id,
+            nodeid: node.0,
+            offset,
+            size,
+            padding: 0,
+        };
         if let Err(e) = self.send(NotifyCode::Retrieve, &[m.as_bytes()]) {
-            self.retrieves.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            self.retrieves
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
             return Err(e);
         }
         Ok(rx)
@@ -88,7 +139,12 @@ impl Notifier {
 
     /// Deliver a NOTIFY_REPLY (called by dispatch; `unique` is the request's).
     pub(crate) fn complete_retrieve(&self, unique: u64, data: &[u8]) {
-        let tx = self.retrieves.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&unique);
+        let tx = self
+            .retrieves
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&unique);
         if let Some(tx) = tx {
             let _ = tx.send(data.to_vec());
         }

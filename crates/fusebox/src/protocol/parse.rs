@@ -28,7 +28,11 @@ pub enum ParseError {
     #[error("header says {declared} bytes but {got} arrived")]
     LengthMismatch { declared: usize, got: usize },
     #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
-    ShortArgs { opcode: Opcode, need: usize, got: usize },
+    ShortArgs {
+        opcode: Opcode,
+        need: usize,
+        got: usize,
+    },
     #[error("{opcode:?}: name is not NUL-terminated")]
     UnterminatedName { opcode: Opcode },
     #[error("{opcode:?}: extension length {ext} exceeds the request")]
@@ -72,49 +76,111 @@ impl Request<'_> {
 pub enum Op<'a> {
     Init(abi::InitIn),
     Destroy,
-    Lookup { name: &'a OsStr },
-    Forget { nlookup: u64 },
-    BatchForget { nodes: BatchForgetList<'a> },
-    Getattr { fh: Option<FileHandle> },
+    Lookup {
+        name: &'a OsStr,
+    },
+    Forget {
+        nlookup: u64,
+    },
+    BatchForget {
+        nodes: BatchForgetList<'a>,
+    },
+    Getattr {
+        fh: Option<FileHandle>,
+    },
     Setattr(SetAttr),
     Readlink,
-    Symlink { name: &'a OsStr, target: &'a OsStr },
-    Mknod { name: &'a OsStr, args: Mknod },
-    Mkdir { name: &'a OsStr, args: Mkdir },
-    Unlink { name: &'a OsStr },
-    Rmdir { name: &'a OsStr },
+    Symlink {
+        name: &'a OsStr,
+        target: &'a OsStr,
+    },
+    Mknod {
+        name: &'a OsStr,
+        args: Mknod,
+    },
+    Mkdir {
+        name: &'a OsStr,
+        args: Mkdir,
+    },
+    Unlink {
+        name: &'a OsStr,
+    },
+    Rmdir {
+        name: &'a OsStr,
+    },
     Rename(Rename<'a>),
-    Link { target: NodeId, new_name: &'a OsStr },
+    Link {
+        target: NodeId,
+        new_name: &'a OsStr,
+    },
     Open(Open),
     Read(Read),
     Write(Write<'a>),
     Statfs,
     Release(Release),
-    Fsync { fh: FileHandle, datasync: bool },
+    Fsync {
+        fh: FileHandle,
+        datasync: bool,
+    },
     Setxattr(Setxattr<'a>),
-    Getxattr { name: &'a OsStr, size: u32 },
-    Listxattr { size: u32 },
-    Removexattr { name: &'a OsStr },
-    Flush { fh: FileHandle, lock_owner: u64 },
+    Getxattr {
+        name: &'a OsStr,
+        size: u32,
+    },
+    Listxattr {
+        size: u32,
+    },
+    Removexattr {
+        name: &'a OsStr,
+    },
+    Flush {
+        fh: FileHandle,
+        lock_owner: u64,
+    },
     Opendir(Open),
     Readdir(Read),
     Readdirplus(Read),
     Releasedir(Release),
-    Fsyncdir { fh: FileHandle, datasync: bool },
+    Fsyncdir {
+        fh: FileHandle,
+        datasync: bool,
+    },
     Getlk(Lock),
-    Setlk { lock: Lock, sleep: bool },
-    Access { mask: i32 },
-    Create { name: &'a OsStr, args: Create },
-    Interrupt { unique: u64 },
-    Bmap { block: u64, blocksize: u32 },
+    Setlk {
+        lock: Lock,
+        sleep: bool,
+    },
+    Access {
+        mask: i32,
+    },
+    Create {
+        name: &'a OsStr,
+        args: Create,
+    },
+    Interrupt {
+        unique: u64,
+    },
+    Bmap {
+        block: u64,
+        blocksize: u32,
+    },
     Ioctl(Ioctl<'a>),
     Poll(Poll),
-    NotifyReply { offset: u64, size: u32, data: &'a [u8] },
+    NotifyReply {
+        offset: u64,
+        size: u32,
+        data: &'a [u8],
+    },
     Fallocate(Fallocate),
     Lseek(Lseek),
-    CopyFileRange { args: CopyFileRange, wide: bool },
+    CopyFileRange {
+        args: CopyFileRange,
+        wide: bool,
+    },
     Syncfs,
-    Tmpfile { args: Create },
+    Tmpfile {
+        args: Create,
+    },
     Statx(Statx),
     /// An opcode fusebox does not serve (DAX mappings, CUSE, future ones):
     /// answered ENOSYS.
@@ -148,7 +214,10 @@ const HEADER_LEN: usize = size_of::<abi::InHeader>();
 pub fn parse_header(buf: &[u8]) -> Result<abi::InHeader, ParseError> {
     abi::InHeader::read_from_prefix(buf)
         .map(|(h, _)| h)
-        .map_err(|_| ParseError::ShortHeader { got: buf.len(), need: HEADER_LEN })
+        .map_err(|_| ParseError::ShortHeader {
+            got: buf.len(),
+            need: HEADER_LEN,
+        })
 }
 
 /// Parse a request that arrived in one buffer, as /dev/fuse delivers it.
@@ -156,12 +225,18 @@ pub fn parse_contiguous(buf: &[u8], cfg: ParseConfig) -> Result<Request<'_>, Par
     let header = parse_header(buf)?;
     let declared = header.len as usize;
     if declared != buf.len() {
-        return Err(ParseError::LengthMismatch { declared, got: buf.len() });
+        return Err(ParseError::LengthMismatch {
+            declared,
+            got: buf.len(),
+        });
     }
     let body = &buf[HEADER_LEN..];
     let ext = header.total_extlen as usize * 8;
     let Some(args_len) = body.len().checked_sub(ext) else {
-        return Err(ParseError::BadExtensions { opcode: Opcode(header.opcode), ext });
+        return Err(ParseError::BadExtensions {
+            opcode: Opcode(header.opcode),
+            ext,
+        });
     };
     parse_body(header, &body[..args_len], None, cfg)
 }
@@ -190,7 +265,11 @@ impl<'a> Args<'a> {
         let want = size_of::<T>();
         let take = want.min(self.fixed.len());
         if take < min.min(want) {
-            return Err(ParseError::ShortArgs { opcode: self.opcode, need: min, got: self.fixed.len() });
+            return Err(ParseError::ShortArgs {
+                opcode: self.opcode,
+                need: min,
+                got: self.fixed.len(),
+            });
         }
         let mut v = T::new_zeroed();
         v.as_mut_bytes()[..take].copy_from_slice(&self.fixed[..take]);
@@ -213,7 +292,9 @@ impl<'a> Args<'a> {
 
     fn name(&mut self) -> Result<&'a OsStr, ParseError> {
         let rest = self.rest();
-        let (name, tail) = split_cstr(rest).ok_or(ParseError::UnterminatedName { opcode: self.opcode })?;
+        let (name, tail) = split_cstr(rest).ok_or(ParseError::UnterminatedName {
+            opcode: self.opcode,
+        })?;
         // A second name (RENAME, SYMLINK) follows in the same variable area.
         self.payload = Some(tail);
         Ok(name)
@@ -221,7 +302,11 @@ impl<'a> Args<'a> {
 
     fn bytes(&mut self, len: usize) -> Result<&'a [u8], ParseError> {
         let rest = self.rest();
-        rest.get(..len).ok_or(ParseError::ShortArgs { opcode: self.opcode, need: len, got: rest.len() })
+        rest.get(..len).ok_or(ParseError::ShortArgs {
+            opcode: self.opcode,
+            need: len,
+            got: rest.len(),
+        })
     }
 }
 
@@ -238,7 +323,10 @@ fn time_arg(valid: u32, set: u32, now: u32, sec: u64, nsec: u32) -> Option<TimeO
     if valid & now != 0 {
         Some(TimeOrNow::Now)
     } else if valid & set != 0 {
-        Some(TimeOrNow::Specific(Timespec { sec: sec as i64, nsec }))
+        Some(TimeOrNow::Specific(Timespec {
+            sec: sec as i64,
+            nsec,
+        }))
     } else {
         None
     }
@@ -283,20 +371,32 @@ fn parse_body<'a>(
     cfg: ParseConfig,
 ) -> Result<Request<'a>, ParseError> {
     let opcode = Opcode(header.opcode);
-    let mut a = Args { opcode, fixed, payload };
+    let mut a = Args {
+        opcode,
+        fixed,
+        payload,
+    };
     let op = match opcode {
         Opcode::INIT => Op::Init(a.fixed_min::<abi::InitIn>(abi::COMPAT_INIT_IN_SIZE)?),
         Opcode::DESTROY => Op::Destroy,
         Opcode::LOOKUP => Op::Lookup { name: a.name()? },
-        Opcode::FORGET => Op::Forget { nlookup: a.fixed::<abi::ForgetIn>()?.nlookup },
+        Opcode::FORGET => Op::Forget {
+            nlookup: a.fixed::<abi::ForgetIn>()?.nlookup,
+        },
         Opcode::BATCH_FORGET => {
             let count = a.fixed::<abi::BatchForgetIn>()?.count as usize;
             let need = count.saturating_mul(size_of::<abi::ForgetOne>());
-            Op::BatchForget { nodes: BatchForgetList { bytes: a.bytes(need)? } }
+            Op::BatchForget {
+                nodes: BatchForgetList {
+                    bytes: a.bytes(need)?,
+                },
+            }
         }
         Opcode::GETATTR => {
             let g = a.fixed::<abi::GetattrIn>()?;
-            Op::Getattr { fh: opt_fh(g.getattr_flags & flags::GETATTR_FH != 0, g.fh) }
+            Op::Getattr {
+                fh: opt_fh(g.getattr_flags & flags::GETATTR_FH != 0, g.fh),
+            }
         }
         Opcode::SETATTR => {
             let s = a.fixed::<abi::SetattrIn>()?;
@@ -310,7 +410,10 @@ fn parse_body<'a>(
                 size: (v & SIZE != 0).then_some(s.size),
                 atime: time_arg(v, ATIME, ATIME_NOW, s.atime, s.atimensec),
                 mtime: time_arg(v, MTIME, MTIME_NOW, s.mtime, s.mtimensec),
-                ctime: (v & CTIME != 0).then_some(Timespec { sec: s.ctime as i64, nsec: s.ctimensec }),
+                ctime: (v & CTIME != 0).then_some(Timespec {
+                    sec: s.ctime as i64,
+                    nsec: s.ctimensec,
+                }),
                 lock_owner: (v & LOCKOWNER != 0).then_some(s.lock_owner),
                 kill_suidgid: v & KILL_SUIDGID != 0,
             })
@@ -324,11 +427,24 @@ fn parse_body<'a>(
         }
         Opcode::MKNOD => {
             let m = a.fixed::<abi::MknodIn>()?;
-            Op::Mknod { name: a.name()?, args: Mknod { mode: m.mode, rdev: m.rdev, umask: m.umask } }
+            Op::Mknod {
+                name: a.name()?,
+                args: Mknod {
+                    mode: m.mode,
+                    rdev: m.rdev,
+                    umask: m.umask,
+                },
+            }
         }
         Opcode::MKDIR => {
             let m = a.fixed::<abi::MkdirIn>()?;
-            Op::Mkdir { name: a.name()?, args: Mkdir { mode: m.mode, umask: m.umask } }
+            Op::Mkdir {
+                name: a.name()?,
+                args: Mkdir {
+                    mode: m.mode,
+                    umask: m.umask,
+                },
+            }
         }
         Opcode::UNLINK => Op::Unlink { name: a.name()? },
         Opcode::RMDIR => Op::Rmdir { name: a.name()? },
@@ -341,15 +457,27 @@ fn parse_body<'a>(
             };
             let name = a.name()?;
             let new_name = a.name()?;
-            Op::Rename(Rename { parent: NodeId(header.nodeid), name, new_parent: NodeId(newdir), new_name, flags })
+            Op::Rename(Rename {
+                parent: NodeId(header.nodeid),
+                name,
+                new_parent: NodeId(newdir),
+                new_name,
+                flags,
+            })
         }
         Opcode::LINK => {
             let l = a.fixed::<abi::LinkIn>()?;
-            Op::Link { target: NodeId(l.oldnodeid), new_name: a.name()? }
+            Op::Link {
+                target: NodeId(l.oldnodeid),
+                new_name: a.name()?,
+            }
         }
         Opcode::OPEN | Opcode::OPENDIR => {
             let o = a.fixed::<abi::OpenIn>()?;
-            let open = Open { flags: o.flags as i32, kill_suidgid: o.open_flags & flags::open_in::KILL_SUIDGID != 0 };
+            let open = Open {
+                flags: o.flags as i32,
+                kill_suidgid: o.open_flags & flags::open_in::KILL_SUIDGID != 0,
+            };
             if opcode == Opcode::OPEN {
                 Op::Open(open)
             } else {
@@ -377,7 +505,10 @@ fn parse_body<'a>(
         Opcode::RELEASEDIR => Op::Releasedir(release_args(a.fixed()?)),
         Opcode::FSYNC | Opcode::FSYNCDIR => {
             let f = a.fixed::<abi::FsyncIn>()?;
-            let (fh, datasync) = (FileHandle(f.fh), f.fsync_flags & flags::FSYNC_FDATASYNC != 0);
+            let (fh, datasync) = (
+                FileHandle(f.fh),
+                f.fsync_flags & flags::FSYNC_FDATASYNC != 0,
+            );
             if opcode == Opcode::FSYNC {
                 Op::Fsync { fh, datasync }
             } else {
@@ -389,27 +520,47 @@ fn parse_body<'a>(
                 a.fixed::<abi::SetxattrIn>()?
             } else {
                 let c = a.fixed_min::<abi::GetxattrIn>(abi::COMPAT_SETXATTR_IN_SIZE)?;
-                abi::SetxattrIn { size: c.size, flags: c.padding, ..Default::default() }
+                abi::SetxattrIn {
+                    size: c.size,
+                    flags: c.padding,
+                    ..Default::default()
+                }
             };
             let name = a.name()?;
             let value = a.bytes(s.size as usize)?;
-            Op::Setxattr(Setxattr { name, value, flags: s.flags as i32, setxattr_flags: s.setxattr_flags })
+            Op::Setxattr(Setxattr {
+                name,
+                value,
+                flags: s.flags as i32,
+                setxattr_flags: s.setxattr_flags,
+            })
         }
         Opcode::GETXATTR => {
             let g = a.fixed::<abi::GetxattrIn>()?;
-            Op::Getxattr { name: a.name()?, size: g.size }
+            Op::Getxattr {
+                name: a.name()?,
+                size: g.size,
+            }
         }
-        Opcode::LISTXATTR => Op::Listxattr { size: a.fixed::<abi::GetxattrIn>()?.size },
+        Opcode::LISTXATTR => Op::Listxattr {
+            size: a.fixed::<abi::GetxattrIn>()?.size,
+        },
         Opcode::REMOVEXATTR => Op::Removexattr { name: a.name()? },
         Opcode::FLUSH => {
             let f = a.fixed::<abi::FlushIn>()?;
-            Op::Flush { fh: FileHandle(f.fh), lock_owner: f.lock_owner }
+            Op::Flush {
+                fh: FileHandle(f.fh),
+                lock_owner: f.lock_owner,
+            }
         }
         Opcode::GETLK => Op::Getlk(lock_args(a.fixed()?)),
-        Opcode::SETLK | Opcode::SETLKW => {
-            Op::Setlk { lock: lock_args(a.fixed()?), sleep: opcode == Opcode::SETLKW }
-        }
-        Opcode::ACCESS => Op::Access { mask: a.fixed::<abi::AccessIn>()?.mask as i32 },
+        Opcode::SETLK | Opcode::SETLKW => Op::Setlk {
+            lock: lock_args(a.fixed()?),
+            sleep: opcode == Opcode::SETLKW,
+        },
+        Opcode::ACCESS => Op::Access {
+            mask: a.fixed::<abi::AccessIn>()?.mask as i32,
+        },
         Opcode::CREATE | Opcode::TMPFILE => {
             let c = a.fixed::<abi::CreateIn>()?;
             let args = Create {
@@ -419,20 +570,35 @@ fn parse_body<'a>(
                 kill_suidgid: c.open_flags & flags::open_in::KILL_SUIDGID != 0,
             };
             if opcode == Opcode::CREATE {
-                Op::Create { name: a.name()?, args }
+                Op::Create {
+                    name: a.name()?,
+                    args,
+                }
             } else {
                 Op::Tmpfile { args }
             }
         }
-        Opcode::INTERRUPT => Op::Interrupt { unique: a.fixed::<abi::InterruptIn>()?.unique },
+        Opcode::INTERRUPT => Op::Interrupt {
+            unique: a.fixed::<abi::InterruptIn>()?.unique,
+        },
         Opcode::BMAP => {
             let b = a.fixed::<abi::BmapIn>()?;
-            Op::Bmap { block: b.block, blocksize: b.blocksize }
+            Op::Bmap {
+                block: b.block,
+                blocksize: b.blocksize,
+            }
         }
         Opcode::IOCTL => {
             let i = a.fixed::<abi::IoctlIn>()?;
             let input = a.bytes(i.in_size as usize)?;
-            Op::Ioctl(Ioctl { fh: FileHandle(i.fh), flags: i.flags, cmd: i.cmd, arg: i.arg, input, out_size: i.out_size })
+            Op::Ioctl(Ioctl {
+                fh: FileHandle(i.fh),
+                flags: i.flags,
+                cmd: i.cmd,
+                arg: i.arg,
+                input,
+                out_size: i.out_size,
+            })
         }
         Opcode::POLL => {
             let p = a.fixed::<abi::PollIn>()?;
@@ -446,15 +612,28 @@ fn parse_body<'a>(
         Opcode::NOTIFY_REPLY => {
             let r = a.fixed::<abi::NotifyRetrieveIn>()?;
             let data = a.bytes(r.size as usize)?;
-            Op::NotifyReply { offset: r.offset, size: r.size, data }
+            Op::NotifyReply {
+                offset: r.offset,
+                size: r.size,
+                data,
+            }
         }
         Opcode::FALLOCATE => {
             let f = a.fixed::<abi::FallocateIn>()?;
-            Op::Fallocate(Fallocate { fh: FileHandle(f.fh), offset: f.offset, length: f.length, mode: f.mode as i32 })
+            Op::Fallocate(Fallocate {
+                fh: FileHandle(f.fh),
+                offset: f.offset,
+                length: f.length,
+                mode: f.mode as i32,
+            })
         }
         Opcode::LSEEK => {
             let l = a.fixed::<abi::LseekIn>()?;
-            Op::Lseek(Lseek { fh: FileHandle(l.fh), offset: l.offset, whence: l.whence as i32 })
+            Op::Lseek(Lseek {
+                fh: FileHandle(l.fh),
+                offset: l.offset,
+                whence: l.whence as i32,
+            })
         }
         Opcode::COPY_FILE_RANGE | Opcode::COPY_FILE_RANGE_64 => {
             let c = a.fixed::<abi::CopyFileRangeIn>()?;

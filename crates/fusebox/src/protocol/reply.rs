@@ -25,12 +25,21 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    pub const EMPTY: Body<'static> = Body { fixed: &[], data: &[] };
+    pub const EMPTY: Body<'static> = Body {
+        fixed: &[],
+        data: &[],
+    };
     pub fn fixed<T: IntoBytes + zerocopy::Immutable>(v: &'a T) -> Body<'a> {
-        Body { fixed: v.as_bytes(), data: &[] }
+        Body {
+            fixed: v.as_bytes(),
+            data: &[],
+        }
     }
     pub fn data(d: &'a [u8]) -> Body<'a> {
-        Body { fixed: &[], data: d }
+        Body {
+            fixed: &[],
+            data: d,
+        }
     }
     pub fn len(&self) -> usize {
         self.fixed.len() + self.data.len()
@@ -43,10 +52,18 @@ impl<'a> Body<'a> {
 const OUT_HEADER_LEN: usize = size_of::<abi::OutHeader>();
 
 /// Send the answer to request `unique`.
-pub fn send_reply(sink: &dyn ReplySink, unique: u64, result: Result<Body<'_>, Errno>) -> io::Result<()> {
+pub fn send_reply(
+    sink: &dyn ReplySink,
+    unique: u64,
+    result: Result<Body<'_>, Errno>,
+) -> io::Result<()> {
     match result {
         Ok(body) => {
-            let header = abi::OutHeader { len: (OUT_HEADER_LEN + body.len()) as u32, error: 0, unique };
+            let header = abi::OutHeader {
+                len: (OUT_HEADER_LEN + body.len()) as u32,
+                error: 0,
+                unique,
+            };
             sink.send(&[header.as_bytes(), body.fixed, body.data])
         }
         Err(e) => send_error(sink, unique, e),
@@ -56,8 +73,16 @@ pub fn send_reply(sink: &dyn ReplySink, unique: u64, result: Result<Body<'_>, Er
 pub fn send_error(sink: &dyn ReplySink, unique: u64, e: Errno) -> io::Result<()> {
     // The kernel accepts only errors in 1..=511 (and rejects 0 with data); clamp
     // anything else to EIO so a buggy filesystem cannot break the protocol.
-    let errno = if (1..512).contains(&e.0) { e.0 } else { libc::EIO };
-    let header = abi::OutHeader { len: OUT_HEADER_LEN as u32, error: -errno, unique };
+    let errno = if (1..512).contains(&e.0) {
+        e.0
+    } else {
+        libc::EIO
+    };
+    let header = abi::OutHeader {
+        len: OUT_HEADER_LEN as u32,
+        error: -errno,
+        unique,
+    };
     sink.send(&[header.as_bytes()])
 }
 
@@ -72,7 +97,10 @@ pub struct DataOut {
 
 impl DataOut {
     pub fn with_capacity(cap: usize) -> DataOut {
-        DataOut { buf: Vec::with_capacity(cap), limit: cap }
+        DataOut {
+            buf: Vec::with_capacity(cap),
+            limit: cap,
+        }
     }
 
     /// Empty the buffer for a request that accepts at most `limit` bytes.
@@ -103,7 +131,12 @@ impl DataOut {
 
     /// Append up to `len` bytes read from `fd` at `offset` (no zero-fill);
     /// returns how many arrived (fewer at end of file).
-    pub fn pread(&mut self, fd: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<usize> {
+    pub fn pread(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
         let len = len.min(self.remaining());
         crate::sys::pread_append(fd, &mut self.buf, len, offset)
     }

@@ -44,7 +44,12 @@ pub struct WorkerStats {
 
 impl WorkerStats {
     pub fn new(label: impl Into<String>) -> WorkerStats {
-        WorkerStats { ops: (0..Opcode::TABLE_LEN).map(|_| OpCounters::default()).collect(), label: label.into() }
+        WorkerStats {
+            ops: (0..Opcode::TABLE_LEN)
+                .map(|_| OpCounters::default())
+                .collect(),
+            label: label.into(),
+        }
     }
 
     /// Record one request. Single writer: load+store instead of fetch_add
@@ -64,7 +69,10 @@ impl WorkerStats {
 
 #[inline]
 fn bump(a: &AtomicU64, by: u64) {
-    a.store(a.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+    a.store(
+        a.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 /// Totals for one request type.
@@ -125,7 +133,11 @@ impl Snapshot {
 pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
     let mut out = Vec::new();
     for idx in 0..Opcode::TABLE_LEN {
-        let mut s = OpSnapshot { opcode: idx as u32, bins: vec![0; BINS], ..Default::default() };
+        let mut s = OpSnapshot {
+            opcode: idx as u32,
+            bins: vec![0; BINS],
+            ..Default::default()
+        };
         for w in workers {
             let c = &w.ops[idx];
             s.count += c.count.load(Ordering::Relaxed);
@@ -136,7 +148,11 @@ pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
             }
         }
         if s.count > 0 {
-            s.name = if idx == 0 { "UNKNOWN".into() } else { Opcode(idx as u32).name().into() };
+            s.name = if idx == 0 {
+                "UNKNOWN".into()
+            } else {
+                Opcode(idx as u32).name().into()
+            };
             out.push(s);
         }
     }

@@ -29,7 +29,9 @@ fn runtime_dir() -> PathBuf {
     let base = if rustix::process::geteuid().is_root() {
         PathBuf::from("/run")
     } else {
-        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir)
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
     };
     base.join("fusebox")
 }
@@ -42,9 +44,15 @@ pub struct StatsServer {
 }
 
 impl StatsServer {
-    pub fn start(mountpoint: &Path, snapshot: impl Fn() -> Snapshot + Send + 'static) -> Result<StatsServer, Error> {
+    pub fn start(
+        mountpoint: &Path,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> Result<StatsServer, Error> {
         let path = socket_path_for(mountpoint);
-        let err = |source| Error::Stats { path: path.clone(), source };
+        let err = |source| Error::Stats {
+            path: path.clone(),
+            source,
+        };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
@@ -59,7 +67,11 @@ impl StatsServer {
             .name("fusebox-stats".into())
             .spawn(move || serve(listener, stop2, snapshot))
             .map_err(err)?;
-        Ok(StatsServer { path, stop, thread: Some(thread) })
+        Ok(StatsServer {
+            path,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -79,7 +91,9 @@ fn serve(listener: UnixListener, stop: Arc<AtomicBool>, snapshot: impl Fn() -> S
             }
             // Polling keeps shutdown simple (no self-pipe); 50 ms is
             // invisible to a human running `fusebox stats`.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -98,9 +112,13 @@ impl Drop for StatsServer {
 /// Read a snapshot from the daemon serving `mountpoint`.
 pub fn fetch(mountpoint: &Path) -> Result<Snapshot, Error> {
     let path = socket_path_for(mountpoint);
-    let err = |source| Error::Stats { path: path.clone(), source };
+    let err = |source| Error::Stats {
+        path: path.clone(),
+        source,
+    };
     let mut conn = UnixStream::connect(&path).map_err(err)?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(err)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(err)?;
     let mut buf = Vec::new();
     conn.read_to_end(&mut buf).map_err(err)?;
     serde_json::from_slice(&buf).map_err(|e| err(e.into()))

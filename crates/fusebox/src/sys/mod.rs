@@ -12,12 +12,22 @@ use fusebox_abi as abi;
 /// Open a new /dev/fuse fd and attach it to the session of `session`, so a
 /// worker gets its own request channel (FUSE_DEV_IOC_CLONE, Linux 4.2+).
 pub fn clone_device(session: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let fd = rustix::fs::open("/dev/fuse", rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())?;
+    let fd = rustix::fs::open(
+        "/dev/fuse",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
     let mut source: u32 = session.as_raw_fd() as u32;
     // SAFETY: FUSE_DEV_IOC_CLONE reads one u32 (the source fd number) through
     // the pointer; `source` is a live, aligned u32 for the whole call and the
     // fd argument is owned by `fd`, open for the duration.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), abi::ioctl::DEV_IOC_CLONE as _, &mut source as *mut u32) };
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            abi::ioctl::DEV_IOC_CLONE as _,
+            &mut source as *mut u32,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -27,11 +37,21 @@ pub fn clone_device(session: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 /// Register `backing` as a passthrough backing file (FUSE_DEV_IOC_BACKING_OPEN,
 /// 7.40+); returns the backing id to put in an open reply.
 pub fn backing_open(device: BorrowedFd<'_>, backing: BorrowedFd<'_>) -> io::Result<i32> {
-    let map = abi::BackingMap { fd: backing.as_raw_fd(), flags: 0, padding: 0 };
+    let map = abi::BackingMap {
+        fd: backing.as_raw_fd(),
+        flags: 0,
+        padding: 0,
+    };
     // SAFETY: the ioctl reads a `fuse_backing_map` (16 bytes, matching
     // `BackingMap`'s asserted layout) through the pointer, which stays valid
     // for the call; both fds are borrowed and therefore open.
-    let rc = unsafe { libc::ioctl(device.as_raw_fd(), abi::ioctl::DEV_IOC_BACKING_OPEN as _, &map as *const abi::BackingMap) };
+    let rc = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            abi::ioctl::DEV_IOC_BACKING_OPEN as _,
+            &map as *const abi::BackingMap,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -42,7 +62,13 @@ pub fn backing_open(device: BorrowedFd<'_>, backing: BorrowedFd<'_>) -> io::Resu
 pub fn backing_close(device: BorrowedFd<'_>, backing_id: i32) -> io::Result<()> {
     let id: u32 = backing_id as u32;
     // SAFETY: the ioctl reads one u32 through the pointer, valid for the call.
-    let rc = unsafe { libc::ioctl(device.as_raw_fd(), abi::ioctl::DEV_IOC_BACKING_CLOSE as _, &id as *const u32) };
+    let rc = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            abi::ioctl::DEV_IOC_BACKING_CLOSE as _,
+            &id as *const u32,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -51,7 +77,12 @@ pub fn backing_close(device: BorrowedFd<'_>, backing_id: i32) -> io::Result<()> 
 
 /// `pread` up to `len` bytes at `offset` into the spare capacity of `buf`,
 /// without zero-filling it first (a 128 KiB memset per READ is measurable).
-pub fn pread_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+pub fn pread_append(
+    fd: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<usize> {
     buf.reserve(len);
     let start = buf.len();
     let spare = &mut buf.spare_capacity_mut()[..len];

@@ -63,7 +63,9 @@ pub fn run_worker<F: Filesystem>(
         match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
             Ok(n) => dispatcher.dispatch_contiguous(&buf[..n], worker, channel),
             // ENOENT: the request was interrupted before we read it.
-            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN | rustix::io::Errno::NOENT) => continue,
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN | rustix::io::Errno::NOENT) => {
+                continue
+            }
             Err(rustix::io::Errno::NODEV) => return Ok(WorkerExit::Unmounted),
             Err(rustix::io::Errno::CONNABORTED) => return Ok(WorkerExit::Aborted),
             Err(e) => return Err(Error::DeviceRead(e.into())),
