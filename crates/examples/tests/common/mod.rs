@@ -41,9 +41,13 @@ pub struct TestMount {
 pub trait SessionLike {
     fn snapshot(&self) -> fusebox::stats::Snapshot;
     fn shutdown_handle(&self) -> fusebox::ShutdownHandle;
+    fn filesystem_any(&self) -> &dyn std::any::Any;
 }
 
 impl<F: Filesystem> SessionLike for Session<F> {
+    fn filesystem_any(&self) -> &dyn std::any::Any {
+        &**Session::filesystem(self)
+    }
     fn snapshot(&self) -> fusebox::stats::Snapshot {
         Session::snapshot(self)
     }
@@ -136,6 +140,16 @@ impl TestMount {
 
     pub fn shutdown_handle(&self) -> fusebox::ShutdownHandle {
         self.session.as_ref().unwrap().shutdown_handle()
+    }
+
+    /// The mounted filesystem, to reach its state from a test.
+    pub fn filesystem<F: 'static>(&self) -> &F {
+        self.session
+            .as_ref()
+            .unwrap()
+            .filesystem_any()
+            .downcast_ref()
+            .expect("filesystem type")
     }
 }
 

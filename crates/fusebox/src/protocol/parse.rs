@@ -667,3 +667,81 @@ fn parse_body<'a>(
     };
     Ok(Request { header, op })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(op: Opcode, len: usize) -> abi::InHeader {
+        abi::InHeader {
+            len: len as u32,
+            opcode: op.0,
+            unique: 9,
+            nodeid: 1,
+            ..Default::default()
+        }
+    }
+
+    /// The io_uring shape (fixed args and payload apart) parses to the same
+    /// view as the /dev/fuse shape (one buffer).
+    #[test]
+    fn split_and_contiguous_agree() {
+        let w = abi::WriteIn {
+            fh: 3,
+            offset: 4096,
+            size: 5,
+            ..Default::default()
+        };
+        let r = abi::Rename2In {
+            newdir: 7,
+            flags: 1,
+            padding: 0,
+        };
+        for (op, fixed, var) in [
+            (Opcode::WRITE, w.as_bytes(), &b"hello"[..]),
+            (Opcode::RENAME2, r.as_bytes(), &b"old\0new\0"[..]),
+            (Opcode::LOOKUP, &[][..], &b"name\0"[..]),
+        ] {
+            let h = header(op, 40 + fixed.len() + var.len());
+            let whole = [h.as_bytes(), fixed, var].concat();
+            let a = parse_contiguous(&whole, ParseConfig::default()).unwrap();
+            let b = parse_split(h, fixed, var, ParseConfig::default()).unwrap();
+            assert_eq!(format!("{:?}", a.op), format!("{:?}", b.op));
+        }
+    }
+
+    #[test]
+    fn short_and_lying_requests_are_errors() {
+        let h = header(Opcode::WRITE, 40 + 40 + 5);
+        let w = abi::WriteIn {
+            size: 500,
+            ..Default::default()
+        };
+        let buf = [h.as_bytes(), w.as_bytes(), b"hello"].concat();
+        assert!(matches!(
+            parse_contiguous(&buf, ParseConfig::default()),
+            Err(ParseError::ShortArgs { .. })
+        ));
+        assert!(matches!(
+            parse_contiguous(&buf[..60], ParseConfig::default()),
+            Err(ParseError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            parse_contiguous(&buf[..10], ParseConfig::default()),
+            Err(ParseError::ShortHeader { .. })
+        ));
+        let h = header(Opcode::LOOKUP, 44);
+        let buf = [h.as_bytes(), b"name"].concat();
+        assert!(matches!(
+            parse_contiguous(&buf, ParseConfig::default()),
+            Err(ParseError::UnterminatedName { .. })
+        ));
+        let h = header(Opcode(777), 40);
+        assert!(matches!(
+            parse_contiguous(h.as_bytes(), ParseConfig::default())
+                .unwrap()
+                .op,
+            Op::Unsupported
+        ));
+    }
+}
