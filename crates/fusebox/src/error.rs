@@ -92,9 +92,7 @@ pub enum Error {
         mountpoint: PathBuf,
         source: io::Error,
     },
-    #[error(
-        "fusermount3 failed for {mountpoint}: {reason} (install it with: apt-get install fuse3)"
-    )]
+    #[error("fusermount3 failed for {mountpoint}: {reason}")]
     Fusermount { mountpoint: PathBuf, reason: String },
     #[error("unmount of {mountpoint} failed: {source}")]
     Unmount {

@@ -221,17 +221,30 @@ fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, E
     .map_err(|e| fail(format!("socketpair: {e}")))?;
     rustix::io::fcntl_setfd(&ours, rustix::io::FdFlags::CLOEXEC)
         .map_err(|e| fail(format!("fcntl: {e}")))?;
-    let status = Command::new("fusermount3")
+    let out = Command::new("fusermount3")
         .arg("-o")
         .arg(fusermount_opts(opts))
         .arg("--")
         .arg(mountpoint)
         .env("_FUSE_COMMFD", theirs.as_raw_fd().to_string())
-        .status()
-        .map_err(|e| fail(format!("cannot run fusermount3: {e}")))?;
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            fail(format!(
+                "cannot run fusermount3 ({e}); install it with: apt-get install fuse3"
+            ))
+        })?;
     drop(theirs);
-    if !status.success() {
-        return Err(fail(format!("exited with {status}")));
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let hint = if msg.contains("/dev/fuse") {
+            "; a non-root user needs read-write access to /dev/fuse (e.g. chmod 0666 /dev/fuse), or mount as root"
+        } else if msg.contains("allow_other") {
+            "; allow_other needs user_allow_other in /etc/fuse.conf"
+        } else {
+            ""
+        };
+        return Err(fail(format!("{msg} ({}){hint}", out.status)));
     }
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
