@@ -8,14 +8,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fusebox::{Filesystem, Options, Session, SessionConfig};
+use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig};
 use fusebox_examples::stackfs::StackOptions;
-use fusebox_examples::{MemFs, NullFs, StackFs, TimingFs, TimingProfile};
+use fusebox_examples::{MemFs, NullFs, PathPassthrough, StackFs, TimingFs, TimingProfile};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FsKind {
     /// Passthrough of SOURCE (Stackfs).
     Stackfs,
+    /// Passthrough of SOURCE through the path-level API (like libfuse's passthrough.c).
+    Pathfs,
     /// In-memory filesystem.
     Memfs,
     /// Only the root exists; everything succeeds with nothing.
@@ -37,12 +39,13 @@ OPTIONS for -o (comma-separated, as in libfuse):
 
 EXAMPLES:
   fusebox mount stackfs /srv/data /mnt/data -o allow_other,default_permissions
+  fusebox mount pathfs /srv/data /mnt/data -o default_permissions
   fusebox mount memfs /mnt/mem -f
   fusebox mount timingfs /mnt/t --profile ssd --files 4 --size 1G")]
 pub struct MountArgs {
     /// Which filesystem to run.
     pub fs: FsKind,
-    /// SOURCE directory (stackfs) then MOUNTPOINT; just MOUNTPOINT otherwise.
+    /// SOURCE directory (stackfs, pathfs) then MOUNTPOINT; just MOUNTPOINT otherwise.
     #[arg(num_args = 1..=2, required = true)]
     pub paths: Vec<PathBuf>,
     /// Mount options, comma-separated (may repeat).
@@ -98,13 +101,13 @@ pub fn run(args: MountArgs) -> Result<()> {
     for o in &args.options {
         opts.apply(o).context("parsing -o")?;
     }
-    let (source, mountpoint) = match (args.fs, args.paths.as_slice()) {
-        (FsKind::Stackfs, [src, mnt]) => (Some(src.clone()), mnt.clone()),
-        (FsKind::Stackfs, _) => bail!("stackfs needs SOURCE and MOUNTPOINT"),
-        (_, [mnt]) => (None, mnt.clone()),
-        (_, _) => bail!("{:?} takes only MOUNTPOINT", args.fs),
-    };
     let name = format!("{:?}", args.fs).to_lowercase();
+    let (source, mountpoint) = match (args.fs, args.paths.as_slice()) {
+        (FsKind::Stackfs | FsKind::Pathfs, [src, mnt]) => (Some(src.clone()), mnt.clone()),
+        (FsKind::Stackfs | FsKind::Pathfs, _) => bail!("{name} needs SOURCE and MOUNTPOINT"),
+        (_, [mnt]) => (None, mnt.clone()),
+        (_, _) => bail!("{name} takes only MOUNTPOINT"),
+    };
     opts.mount.subtype.get_or_insert(name.clone());
     opts.mount.fsname.get_or_insert(
         source
@@ -129,6 +132,18 @@ pub fn run(args: MountArgs) -> Result<()> {
             )
             .with_context(|| format!("opening source {}", src.display()))?;
             serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
+        }
+        FsKind::Pathfs => {
+            let src = source.expect("checked above");
+            let fs = PathPassthrough::new(&src, opts.fs)
+                .with_context(|| format!("opening source {}", src.display()))?;
+            serve(
+                PathAdapter::new(fs),
+                &mountpoint,
+                &opts,
+                cfg,
+                args.notify_ready,
+            )
         }
         FsKind::Memfs => serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
         FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),

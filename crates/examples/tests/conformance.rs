@@ -765,6 +765,9 @@ macro_rules! conformance {
         mod memfs {
             $(#[test] fn $case() { super::run_case(super::TestMount::memfs(), super::cases::$case) })*
         }
+        mod pathfs {
+            $(#[test] fn $case() { super::run_case(super::TestMount::pathfs(), super::cases::$case) })*
+        }
     };
 }
 

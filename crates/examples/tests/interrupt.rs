@@ -17,9 +17,20 @@ struct Slow;
 
 fn attr(node: NodeId) -> FileAttr {
     if node == NodeId::ROOT {
-        FileAttr { ino: 1, mode: libc::S_IFDIR | 0o755, nlink: 2, ..Default::default() }
+        FileAttr {
+            ino: 1,
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            ..Default::default()
+        }
     } else {
-        FileAttr { ino: 2, mode: libc::S_IFREG | 0o644, nlink: 1, size: 4096, ..Default::default() }
+        FileAttr {
+            ino: 2,
+            mode: libc::S_IFREG | 0o644,
+            nlink: 1,
+            size: 4096,
+            ..Default::default()
+        }
     }
 }
 
@@ -32,11 +43,17 @@ impl Filesystem for Slow {
         }
     }
     fn getattr(&self, _: &Ctx, node: NodeId, _: Option<FileHandle>) -> FsResult<AttrReply> {
-        Ok(AttrReply { attr: attr(node), ttl: Duration::from_secs(1) })
+        Ok(AttrReply {
+            attr: attr(node),
+            ttl: Duration::from_secs(1),
+        })
     }
     fn open(&self, _: &Ctx, _: NodeId, _: &Open) -> FsResult<Opened> {
         // Direct I/O: the READ is synchronous, so a signal can interrupt it.
-        Ok(Opened { flags: fopen::DIRECT_IO, ..Default::default() })
+        Ok(Opened {
+            flags: fopen::DIRECT_IO,
+            ..Default::default()
+        })
     }
     fn read(&self, ctx: &Ctx, _: NodeId, _: &Read, _: &mut DataOut) -> FsResult<()> {
         let start = Instant::now();
@@ -68,9 +85,18 @@ except Alarm:
 except OSError as e:
     print("error", e.errno)
 "#;
-    let out = std::process::Command::new("python3").arg("-c").arg(script).arg(&m.mnt).output().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("interrupted after 0."), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.starts_with("interrupted after 0."),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut seen = 0;
     for _ in 0..200 {
         seen = m.snapshot().op("INTERRUPT").map_or(0, |o| o.count);

@@ -43,6 +43,21 @@ pub struct Dispatcher<F> {
     destroyed: AtomicBool,
 }
 
+/// A request whose filesystem call is done and whose reply is not yet sent.
+pub struct Pending {
+    unique: u64,
+    opcode: Opcode,
+    start: Instant,
+    result: Result<Outcome, Errno>,
+}
+
+impl Pending {
+    /// False for requests the kernel expects no answer to.
+    pub fn needs_reply(&self) -> bool {
+        !matches!(self.result, Ok(Outcome::NoReply))
+    }
+}
+
 /// A successful reply, before it is put on the wire. Small structs are held
 /// by value; variable data stays in the worker's [`DataOut`].
 enum Outcome {
@@ -124,50 +139,70 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// Serve a request that arrived in one buffer (/dev/fuse).
     pub fn dispatch_contiguous(&self, buf: &[u8], w: &mut Worker, sink: &dyn ReplySink) {
-        match parse_contiguous(buf, self.parse) {
-            Ok(req) => self.handle(req, w, sink),
-            Err(e) => self.reject(buf, e, w, sink),
-        }
+        let pending = match parse_contiguous(buf, self.parse) {
+            Ok(req) => self.process(req, w),
+            Err(e) => Self::rejected(parse_header(buf).ok(), e),
+        };
+        self.finish(pending, w, sink);
     }
 
-    /// Serve a request whose fixed arguments and payload are separate (io_uring).
-    pub fn dispatch_split(
+    /// Serve a request whose fixed arguments and payload arrived apart
+    /// (io_uring). Only the call happens here; the transport answers with
+    /// [`Dispatcher::finish`] once it may write into the buffers the
+    /// request was borrowed from.
+    pub fn process_split(
         &self,
         header: abi::InHeader,
         args: &[u8],
         payload: &[u8],
         w: &mut Worker,
-        sink: &dyn ReplySink,
-    ) {
+    ) -> Pending {
         match parse_split(header, args, payload, self.parse) {
-            Ok(req) => self.handle(req, w, sink),
-            Err(e) => self.reject(header.as_bytes(), e, w, sink),
+            Ok(req) => self.process(req, w),
+            Err(e) => Self::rejected(Some(header), e),
         }
     }
 
     /// A malformed request: answered EINVAL if it has a usable header (and
     /// expects an answer), logged either way. Never fatal.
-    fn reject(
-        &self,
-        buf: &[u8],
-        e: crate::protocol::ParseError,
-        w: &mut Worker,
-        sink: &dyn ReplySink,
-    ) {
-        match parse_header(buf) {
-            Ok(h) => {
-                let op = Opcode(h.opcode);
-                tracing::warn!(unique = h.unique, ?op, error = %e, "malformed request");
-                w.stats.record(op, std::time::Duration::ZERO, true);
-                if !op.is_no_reply() {
-                    let _ = send_error(sink, h.unique, e.errno());
+    fn rejected(header: Option<abi::InHeader>, e: crate::protocol::ParseError) -> Pending {
+        let start = Instant::now();
+        match header {
+            Some(h) => {
+                let opcode = Opcode(h.opcode);
+                tracing::warn!(unique = h.unique, ?opcode, error = %e, "malformed request");
+                let result = if opcode.is_no_reply() {
+                    Ok(Outcome::NoReply)
+                } else {
+                    Err(e.errno())
+                };
+                Pending {
+                    unique: h.unique,
+                    opcode,
+                    start,
+                    result,
                 }
             }
-            Err(_) => tracing::warn!(error = %e, len = buf.len(), "unparseable request dropped"),
+            None => {
+                tracing::warn!(error = %e, "unparseable request dropped");
+                Pending {
+                    unique: 0,
+                    opcode: Opcode(0),
+                    start,
+                    result: Ok(Outcome::NoReply),
+                }
+            }
         }
     }
 
+    /// Parse-to-reply for one request on the calling worker.
     pub fn handle(&self, req: Request<'_>, w: &mut Worker, sink: &dyn ReplySink) {
+        let pending = self.process(req, w);
+        self.finish(pending, w, sink);
+    }
+
+    /// Call the filesystem. The result holds no borrow of the request.
+    pub fn process(&self, req: Request<'_>, w: &mut Worker) -> Pending {
         let start = Instant::now();
         let opcode = req.opcode();
         let unique = req.unique();
@@ -203,14 +238,24 @@ impl<F: Filesystem> Dispatcher<F> {
                 }
             }
         };
-        let failed = result.is_err();
-        if let Err(e) = self.send(unique, result, &w.data, sink) {
+        Pending {
+            unique,
+            opcode,
+            start,
+            result,
+        }
+    }
+
+    /// Send the reply of a processed request and record its statistics.
+    pub fn finish(&self, p: Pending, w: &mut Worker, sink: &dyn ReplySink) {
+        let failed = p.result.is_err();
+        if let Err(e) = self.send(p.unique, p.result, &w.data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
-                tracing::debug!(unique, ?opcode, error = %e, "reply not delivered");
+                tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
         }
-        w.stats.record(opcode, start.elapsed(), failed);
+        w.stats.record(p.opcode, p.start.elapsed(), failed);
     }
 
     fn send(

@@ -9,7 +9,7 @@ use fusebox::{Errno, FileType, FsResult};
 /// An open source directory. Offsets handed to the kernel are the source
 /// filesystem's own getdents cookies, so they stay valid across calls and
 /// across concurrent changes exactly as they do natively.
-pub struct DirState {
+pub(crate) struct DirState {
     fd: OwnedFd,
     buf: Vec<u8>,
 }

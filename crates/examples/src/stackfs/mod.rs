@@ -7,23 +7,25 @@
 //! fd and pin their node's O_PATH fd, so an unlinked but still open file
 //! stays reachable. open_by_handle_at needs CAP_DAC_READ_SEARCH (root).
 
-mod dir;
+pub(crate) mod dir;
 mod nodes;
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
-use fusebox::abi::flags::{fopen, init};
+use fusebox::abi::flags::init;
 use fusebox::fs::ops::*;
 use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
 use fusebox::*;
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use crate::host::{
+    self, check_access, cstr, errno, kill_suidgid, open_flags, seek_from, timestamps, xattr_into,
+};
 use crate::sys;
 use dir::DirState;
 use nodes::NodeTable;
@@ -59,38 +61,9 @@ pub struct StackFs {
     opts: StackOptions,
 }
 
-fn errno(e: impl Into<std::io::Error>) -> Errno {
-    Errno::from(e.into())
-}
-
-fn cstr(name: &OsStr) -> FsResult<CString> {
-    CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)
-}
-
 fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
     rustix::fs::statat(fd, c"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW).map_err(errno)
 }
-
-fn to_rustix_ts(t: TimeOrNow) -> rustix::fs::Timespec {
-    match t {
-        TimeOrNow::Now => rustix::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_NOW as _,
-        },
-        TimeOrNow::Specific(s) => rustix::fs::Timespec {
-            tv_sec: s.sec,
-            tv_nsec: s.nsec as _,
-        },
-    }
-}
-
-/// Largest xattr value and name list Linux allows (XATTR_SIZE_MAX, XATTR_LIST_MAX).
-const XATTR_MAX: usize = 65536;
-
-const OMIT: rustix::fs::Timespec = rustix::fs::Timespec {
-    tv_sec: 0,
-    tv_nsec: rustix::fs::UTIME_OMIT as _,
-};
 
 /// `/proc/self/fd/N` names of O_PATH fds: to reopen a node with a real
 /// access mode, or reach it with path-only syscalls.
@@ -173,21 +146,6 @@ impl StackFs {
         FileHandle(id)
     }
 
-    fn open_flags(&self) -> u32 {
-        let o = &self.opts.fs;
-        let mut f = 0;
-        if o.direct_io {
-            f |= fopen::DIRECT_IO | fopen::PARALLEL_DIRECT_WRITES;
-        }
-        if o.keep_cache {
-            f |= fopen::KEEP_CACHE;
-        }
-        if o.noflush {
-            f |= fopen::NOFLUSH;
-        }
-        f
-    }
-
     /// Look `name` up in `parent` and take a lookup reference.
     fn do_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         let pfd = self.nodes.fd(parent)?;
@@ -204,23 +162,6 @@ impl StackFs {
             .map_err(errno)
         })?;
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
-    }
-
-    /// Clear setuid/setgid the way a write by an unprivileged user would
-    /// (we negotiate handle_killpriv_v2, so the kernel leaves it to us).
-    fn kill_suidgid(fd: &OwnedFd) -> FsResult<()> {
-        let st = rustix::fs::fstat(fd).map_err(errno)?;
-        let mut mode = st.st_mode & 0o7777;
-        let mut kill = libc::S_ISUID;
-        // setgid without group-exec marks mandatory locking, not privilege.
-        if st.st_mode & libc::S_IXGRP != 0 {
-            kill |= libc::S_ISGID;
-        }
-        if mode & kill != 0 {
-            mode &= !kill;
-            rustix::fs::fchmod(fd, Mode::from_raw_mode(mode)).map_err(errno)?;
-        }
-        Ok(())
     }
 
     fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
@@ -315,14 +256,10 @@ impl Filesystem for StackFs {
                     .map_err(errno)?,
             }
             if a.kill_suidgid {
-                Self::kill_suidgid(&self.reopen(node, OFlags::RDONLY)?)?;
+                kill_suidgid(&self.reopen(node, OFlags::RDONLY)?)?;
             }
         }
-        if a.atime.is_some() || a.mtime.is_some() {
-            let ts = rustix::fs::Timestamps {
-                last_access: a.atime.map_or(OMIT, to_rustix_ts),
-                last_modification: a.mtime.map_or(OMIT, to_rustix_ts),
-            };
+        if let Some(ts) = timestamps(a) {
             match open_fd {
                 Some(fd) => rustix::fs::futimens(fd, &ts),
                 None => rustix::fs::utimensat(&self.proc_self_fd, &pname, &ts, AtFlags::empty()),
@@ -399,13 +336,13 @@ impl Filesystem for StackFs {
         let flags = OFlags::from_bits_retain((a.flags & !strip) as _);
         let fd = self.reopen(node, flags)?;
         if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
-            Self::kill_suidgid(&fd)?;
+            kill_suidgid(&fd)?;
         }
         self.nodes.pin(node)?;
         let fh = self.insert_handle(Handle::File { fd, node });
         Ok(Opened {
             fh,
-            flags: self.open_flags(),
+            flags: open_flags(&self.opts.fs),
             backing_id: 0,
         })
     }
@@ -422,7 +359,7 @@ impl Filesystem for StackFs {
         let fd = Self::file_fd(&h)?;
         let n = rustix::io::pwrite(fd, a.data, a.offset).map_err(errno)?;
         if a.kill_suidgid {
-            Self::kill_suidgid(fd)?;
+            kill_suidgid(fd)?;
         }
         Ok(n as u32)
     }
@@ -524,16 +461,7 @@ impl Filesystem for StackFs {
 
     fn statfs(&self, _: &Ctx, node: NodeId) -> FsResult<Statfs> {
         let s = rustix::fs::fstatvfs(&*self.nodes.fd(node)?).map_err(errno)?;
-        Ok(Statfs {
-            blocks: s.f_blocks,
-            bfree: s.f_bfree,
-            bavail: s.f_bavail,
-            files: s.f_files,
-            ffree: s.f_ffree,
-            bsize: s.f_bsize as u32,
-            namelen: s.f_namemax as u32,
-            frsize: s.f_frsize as u32,
-        })
+        Ok(host::statfs(&s))
     }
 
     fn setxattr(&self, _: &Ctx, node: NodeId, a: &Setxattr) -> FsResult<()> {
@@ -550,12 +478,7 @@ impl Filesystem for StackFs {
         }
         let name = cstr(name)?;
         self.with_xattr_path(node, |p| {
-            let room = out.limit().min(XATTR_MAX);
-            let v = out.vec();
-            v.resize(room, 0);
-            let n = rustix::fs::getxattr(p.as_c_str(), &name, &mut v[..]).map_err(errno);
-            v.truncate(*n.as_ref().unwrap_or(&0));
-            n.map(|_| ())
+            xattr_into(out, |buf| rustix::fs::getxattr(p.as_c_str(), &name, buf))
         })
     }
 
@@ -564,12 +487,7 @@ impl Filesystem for StackFs {
             return Ok(());
         }
         self.with_xattr_path(node, |p| {
-            let room = out.limit().min(XATTR_MAX);
-            let v = out.vec();
-            v.resize(room, 0);
-            let n = rustix::fs::listxattr(p.as_c_str(), &mut v[..]).map_err(errno);
-            v.truncate(*n.as_ref().unwrap_or(&0));
-            n.map(|_| ())
+            xattr_into(out, |buf| rustix::fs::listxattr(p.as_c_str(), buf))
         })
     }
 
@@ -616,7 +534,7 @@ impl Filesystem for StackFs {
             entry,
             Opened {
                 fh,
-                flags: self.open_flags(),
+                flags: open_flags(&self.opts.fs),
                 backing_id: 0,
             },
         ))
@@ -649,7 +567,7 @@ impl Filesystem for StackFs {
             Entry::new(node, FileAttr::from(&st), self.t()),
             Opened {
                 fh,
-                flags: self.open_flags(),
+                flags: open_flags(&self.opts.fs),
                 backing_id: 0,
             },
         ))
@@ -663,64 +581,17 @@ impl Filesystem for StackFs {
 
     fn lseek(&self, _: &Ctx, _: NodeId, a: &Lseek) -> FsResult<u64> {
         let h = self.file(a.fh)?;
-        let from = match a.whence {
-            libc::SEEK_DATA => rustix::fs::SeekFrom::Data(a.offset),
-            libc::SEEK_HOLE => rustix::fs::SeekFrom::Hole(a.offset),
-            libc::SEEK_SET => rustix::fs::SeekFrom::Start(a.offset),
-            libc::SEEK_END => rustix::fs::SeekFrom::End(a.offset as i64),
-            libc::SEEK_CUR => rustix::fs::SeekFrom::Current(a.offset as i64),
-            _ => return Err(Errno::EINVAL),
-        };
+        let from = seek_from(a)?;
         rustix::fs::seek(Self::file_fd(&h)?, from).map_err(errno)
     }
 
     fn copy_file_range(&self, _: &Ctx, a: &CopyFileRange) -> FsResult<u64> {
         let hin = self.file(a.fh_in)?;
         let hout = self.file(a.fh_out)?;
-        let (mut off_in, mut off_out) = (a.off_in, a.off_out);
-        let len = a.len.min(usize::MAX as u64) as usize;
-        let n = rustix::fs::copy_file_range(
-            Self::file_fd(&hin)?,
-            Some(&mut off_in),
-            Self::file_fd(&hout)?,
-            Some(&mut off_out),
-            len,
-        )
-        .map_err(errno)?;
-        Ok(n as u64)
+        host::copy_range(Self::file_fd(&hin)?, Self::file_fd(&hout)?, a)
     }
 
     fn syncfs(&self, _: &Ctx) -> FsResult<()> {
         rustix::fs::syncfs(&*self.nodes.fd(NodeId::ROOT)?).map_err(errno)
-    }
-}
-
-/// access(2) semantics from a stat, for mounts without default_permissions.
-/// (FUSE does not tell us the caller's supplementary groups.)
-fn check_access(st: &rustix::fs::Stat, uid: u32, gid: u32, mask: i32) -> FsResult<()> {
-    if mask == libc::F_OK {
-        return Ok(());
-    }
-    let mode = st.st_mode;
-    if uid == 0 {
-        // Root may do anything except execute what no one may execute.
-        let any_x = mode & 0o111 != 0 || mode & libc::S_IFMT == libc::S_IFDIR;
-        return if mask & libc::X_OK != 0 && !any_x {
-            Err(Errno::EACCES)
-        } else {
-            Ok(())
-        };
-    }
-    let bits = if st.st_uid == uid {
-        (mode >> 6) & 7
-    } else if st.st_gid == gid {
-        (mode >> 3) & 7
-    } else {
-        mode & 7
-    };
-    if (mask as u32) & !bits & 7 != 0 {
-        Err(Errno::EACCES)
-    } else {
-        Ok(())
     }
 }

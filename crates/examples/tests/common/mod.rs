@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fusebox::{Filesystem, Options, Session, SessionConfig, Timeouts};
+use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
-use fusebox_examples::{MemFs, StackFs};
+use fusebox_examples::{MemFs, PathPassthrough, StackFs};
 
 /// tmpfs, so that "native" means the same kind of filesystem stackfs sits
 /// on and memfs imitates.
@@ -122,6 +122,15 @@ impl TestMount {
         )
         .expect("stackfs");
         Self::mount(fs, dir, Some(src), opts)
+    }
+
+    pub fn pathfs() -> TestMount {
+        let opts = test_options();
+        let dir = scratch_dir("pathfs");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let fs = PathPassthrough::new(&src, opts.fs).expect("pathfs");
+        Self::mount(PathAdapter::new(fs), dir, Some(src), &opts)
     }
 
     pub fn memfs() -> TestMount {

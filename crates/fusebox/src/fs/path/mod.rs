@@ -5,8 +5,11 @@
 //! parent and its name; a path is derived by walking up to the root. Renaming
 //! a directory therefore touches one node, however large the subtree below it.
 
-use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -15,6 +18,7 @@ use super::ops::*;
 use crate::error::{Errno, FsResult};
 use crate::protocol::{Connection, DataOut, DirEntries, Notifier};
 use crate::types::*;
+use table::Table;
 
 /// A filesystem addressed by paths, like libfuse's `fuse_operations`. Serve
 /// it with [`PathAdapter`].
@@ -29,9 +33,10 @@ use crate::types::*;
 /// (read, write, flush, release, fsync, readdir, fallocate, ...) still come
 /// here, with the path the file was last reachable by, which may now name
 /// another file or nothing; a filesystem that keeps open files should trust
-/// the handle over the path. Calls without a handle on such a file fail with
-/// ENOENT before reaching the filesystem, so a `chmod` can never land on
-/// whatever took the old name.
+/// the handle over the path. `getattr` and `setattr` on such a file (fstat,
+/// fchmod) come with one of its open handles even where the kernel sent
+/// none. Other calls without a handle on it fail with ENOENT before reaching
+/// the filesystem, so a `chmod` can never land on whatever took the old name.
 ///
 /// Methods run concurrently on the session's worker threads.
 #[allow(unused_variables)]
@@ -243,8 +248,12 @@ const UNKNOWN_INO: u64 = 0xffff_ffff;
 /// Serves a [`PathFilesystem`] as an inode-level [`Filesystem`].
 ///
 /// Every name the kernel has looked up (and not yet forgotten) gets a node
-/// id here; ids are never reused, so generations stay 0. Hard links are
-/// separate names, so each gets its own id, as in libfuse.
+/// id here; ids are never reused, so generations stay 0. A hard link made
+/// through the mount shares its file's id, so the kernel caches one inode
+/// for both names, as it would natively. A path cannot tell a hard link made
+/// elsewhere from a distinct file, so such names get ids of their own (as in
+/// libfuse), and the kernel may show stale sizes or link counts for them
+/// until the attribute timeout.
 ///
 /// The whole table sits behind one `RwLock`. It is held only to turn ids
 /// into paths or to record a result, never across a call into the
@@ -389,13 +398,14 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
     }
 
     fn getattr(&self, ctx: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
-        let path = self.path(node, fh.is_some())?;
+        let (path, fh) = self.read().path_with_fh(node, fh)?;
         Ok(self.attr_reply(self.fs.getattr(ctx, &path, fh)?))
     }
 
     fn setattr(&self, ctx: &Ctx, node: NodeId, attr: &SetAttr) -> FsResult<AttrReply> {
-        let path = self.path(node, attr.fh.is_some())?;
-        Ok(self.attr_reply(self.fs.setattr(ctx, &path, attr)?))
+        let (path, fh) = self.read().path_with_fh(node, attr.fh)?;
+        let attr = SetAttr { fh, ..*attr };
+        Ok(self.attr_reply(self.fs.setattr(ctx, &path, &attr)?))
     }
 
     fn readlink(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
@@ -457,11 +467,15 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let attr = self
             .fs
             .link(ctx, &existing, &self.child_path(new_parent, new_name)?)?;
-        self.entry(new_parent, new_name, attr)
+        let t = self.fs.timeouts();
+        let id = self.write().link(node, new_parent, new_name, &attr)?;
+        Ok(Entry::new(id, attr, &t))
     }
 
     fn open(&self, ctx: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
-        self.fs.open(ctx, &self.path(node, false)?, args)
+        let opened = self.fs.open(ctx, &self.path(node, false)?, args)?;
+        self.write().opened(node, opened.fh);
+        Ok(opened)
     }
 
     fn read(&self, ctx: &Ctx, node: NodeId, args: &Read, out: &mut DataOut) -> FsResult<()> {
@@ -477,7 +491,9 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
     }
 
     fn release(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
-        self.fs.release(ctx, &self.path(node, true)?, args)
+        let path = self.path(node, true)?;
+        self.write().released(node, args.fh);
+        self.fs.release(ctx, &path, args)
     }
 
     fn fsync(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
@@ -557,7 +573,10 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let path = self.child_path(parent, name)?;
         let (attr, opened) = self.fs.create(ctx, &path, args)?;
         match self.entry(parent, name, attr) {
-            Ok(entry) => Ok((entry, opened)),
+            Ok(entry) => {
+                self.write().opened(entry.node, opened.fh);
+                Ok((entry, opened))
+            }
             Err(e) => {
                 // The kernel will never see this handle, so nobody else
                 // would ever release it.
@@ -594,545 +613,5 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let path_in = self.path(args.node_in, true)?;
         let path_out = self.path(args.node_out, true)?;
         self.fs.copy_file_range(ctx, &path_in, &path_out, args)
-    }
-}
-
-struct Node {
-    parent: NodeId,
-    /// The name under `parent`; for an unlinked node, the last one it had.
-    name: OsString,
-    /// Kernel references (lookups minus forgets).
-    nlookup: u64,
-    /// Nodes whose `parent` is this one. A node must outlive them, or their
-    /// paths could no longer be derived; the kernel forgets children first
-    /// anyway, but a stray order must not leave dangling parents.
-    kids: u64,
-    /// False once unlinked or replaced: no name leads here any more.
-    linked: bool,
-    /// The `S_IFMT` bits seen at lookup.
-    kind: u32,
-}
-
-struct Table {
-    nodes: HashMap<NodeId, Node>,
-    /// (parent, name) -> node, for linked nodes only.
-    names: HashMap<(NodeId, OsString), NodeId>,
-    next: u64,
-}
-
-impl Table {
-    fn new() -> Table {
-        let root = Node {
-            parent: NodeId::ROOT,
-            name: OsString::new(),
-            nlookup: 1,
-            kids: 0,
-            linked: true,
-            kind: libc::S_IFDIR,
-        };
-        Table {
-            nodes: HashMap::from([(NodeId::ROOT, root)]),
-            names: HashMap::new(),
-            next: NodeId::ROOT.0 + 1,
-        }
-    }
-
-    fn node(&self, id: NodeId) -> FsResult<&Node> {
-        self.nodes.get(&id).ok_or(Errno::ENOENT)
-    }
-
-    fn child(&self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
-        self.names.get(&(parent, name.to_os_string())).copied()
-    }
-
-    /// Derive `id`'s path from the parent chain. Unless `stale_ok`, a node
-    /// no longer reachable by name (or below one that is not) is ENOENT.
-    fn path(&self, id: NodeId, stale_ok: bool) -> FsResult<PathBuf> {
-        let mut names = Vec::new();
-        let mut cur = id;
-        while cur != NodeId::ROOT {
-            let n = self.node(cur)?;
-            if !n.linked && !stale_ok {
-                return Err(Errno::ENOENT);
-            }
-            names.push(n.name.as_os_str());
-            // Only a filesystem that accepted moving a directory into its
-            // own subtree could make a cycle; fail rather than spin.
-            if names.len() > self.nodes.len() {
-                return Err(Errno::ELOOP);
-            }
-            cur = n.parent;
-        }
-        let mut path = PathBuf::with_capacity(1 + names.iter().map(|n| n.len() + 1).sum::<usize>());
-        path.push("/");
-        for name in names.iter().rev() {
-            path.push(name);
-        }
-        Ok(path)
-    }
-
-    /// One more kernel reference to `parent/name`, creating its node on first sight.
-    fn register(&mut self, parent: NodeId, name: &OsStr, attr: &FileAttr) -> FsResult<NodeId> {
-        let kind = attr.mode & libc::S_IFMT;
-        let key = (parent, name.to_os_string());
-        if let Some(&id) = self.names.get(&key) {
-            match self.nodes.get_mut(&id) {
-                Some(n) if n.kind == kind => {
-                    n.nlookup += 1;
-                    return Ok(id);
-                }
-                // Another type under the same name means the file was
-                // replaced behind our back; the kernel rejects a node whose
-                // type changes, so the newcomer needs a node of its own.
-                _ => {
-                    self.names.remove(&key);
-                    self.unlinked(id);
-                }
-            }
-        }
-        let p = self.nodes.get_mut(&parent).ok_or(Errno::ENOENT)?;
-        p.kids += 1;
-        let id = NodeId(self.next);
-        self.next += 1;
-        self.nodes.insert(
-            id,
-            Node {
-                parent,
-                name: key.1.clone(),
-                nlookup: 1,
-                kids: 0,
-                linked: true,
-                kind,
-            },
-        );
-        self.names.insert(key, id);
-        Ok(id)
-    }
-
-    /// `parent/name` no longer exists: its node (if any) lives on until
-    /// forgotten, reachable only by id.
-    fn detach_name(&mut self, parent: NodeId, name: &OsStr) {
-        if let Some(id) = self.names.remove(&(parent, name.to_os_string())) {
-            self.unlinked(id);
-        }
-    }
-
-    fn unlinked(&mut self, id: NodeId) {
-        if let Some(n) = self.nodes.get_mut(&id) {
-            n.linked = false;
-        }
-        self.collect(id);
-    }
-
-    fn forget(&mut self, id: NodeId, n: u64) {
-        if id == NodeId::ROOT {
-            return;
-        }
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.nlookup = node.nlookup.saturating_sub(n);
-            self.collect(id);
-        }
-    }
-
-    /// Drop `id` if nothing needs it any more, then any ancestors that were
-    /// kept only for its sake.
-    fn collect(&mut self, mut id: NodeId) {
-        while id != NodeId::ROOT {
-            match self.nodes.get(&id) {
-                Some(n) if n.nlookup == 0 && n.kids == 0 => {}
-                _ => return,
-            }
-            let Some(n) = self.nodes.remove(&id) else {
-                return;
-            };
-            let key = (n.parent, n.name);
-            if self.names.get(&key) == Some(&id) {
-                self.names.remove(&key);
-            }
-            if let Some(p) = self.nodes.get_mut(&key.0) {
-                p.kids = p.kids.saturating_sub(1);
-            }
-            id = key.0;
-        }
-    }
-
-    /// Mirror a rename the filesystem accepted.
-    fn rename(
-        &mut self,
-        parent: NodeId,
-        name: &OsStr,
-        new_parent: NodeId,
-        new_name: &OsStr,
-        exchange: bool,
-    ) {
-        let src = self.names.remove(&(parent, name.to_os_string()));
-        let dst = self.names.remove(&(new_parent, new_name.to_os_string()));
-        if let Some(s) = src {
-            self.relink(s, new_parent, new_name);
-        }
-        match dst {
-            Some(d) if exchange => self.relink(d, parent, name),
-            // Replaced: open handles on it go on working, by id only.
-            Some(d) if Some(d) != src => self.unlinked(d),
-            _ => {}
-        }
-        // A directory might have lost the last child that kept it alive.
-        self.collect(parent);
-        self.collect(new_parent);
-    }
-
-    /// Move `id` to `parent/name`; the caller has cleared both names.
-    fn relink(&mut self, id: NodeId, parent: NodeId, name: &OsStr) {
-        let Some(old_parent) = self.nodes.get(&id).map(|n| n.parent) else {
-            return;
-        };
-        if old_parent != parent {
-            let Some(p) = self.nodes.get_mut(&parent) else {
-                // The kernel holds the target directory during a rename, so
-                // this cannot happen; an unreachable node beats a dangling one.
-                self.unlinked(id);
-                return;
-            };
-            p.kids += 1;
-            if let Some(op) = self.nodes.get_mut(&old_parent) {
-                op.kids = op.kids.saturating_sub(1);
-            }
-        }
-        if let Some(n) = self.nodes.get_mut(&id) {
-            n.parent = parent;
-            n.name = name.to_os_string();
-            n.linked = true;
-        }
-        self.names.insert((parent, name.to_os_string()), id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-    use std::os::unix::ffi::OsStrExt;
-    use std::sync::Mutex;
-    use std::time::Duration;
-
-    use super::*;
-
-    const ROOT: NodeId = NodeId::ROOT;
-
-    /// Paths to attributes; lists directories in the offset-less style.
-    #[derive(Default)]
-    struct MemFs {
-        files: Mutex<BTreeMap<PathBuf, FileAttr>>,
-        negative: Duration,
-    }
-
-    impl MemFs {
-        fn insert(&self, path: &Path, mode: u32) -> FsResult<FileAttr> {
-            let mut f = self.files.lock().unwrap();
-            let attr = FileAttr {
-                ino: f.len() as u64 + 100,
-                mode,
-                nlink: 1,
-                ..Default::default()
-            };
-            f.insert(path.to_owned(), attr);
-            Ok(attr)
-        }
-    }
-
-    impl PathFilesystem for MemFs {
-        fn timeouts(&self) -> Timeouts {
-            Timeouts {
-                negative: self.negative,
-                ..Timeouts::default()
-            }
-        }
-
-        fn getattr(&self, _: &Ctx, path: &Path, _: Option<FileHandle>) -> FsResult<FileAttr> {
-            self.files
-                .lock()
-                .unwrap()
-                .get(path)
-                .copied()
-                .ok_or(Errno::ENOENT)
-        }
-
-        fn mkdir(&self, _: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
-            self.insert(path, libc::S_IFDIR | args.mode)
-        }
-
-        fn create(&self, _: &Ctx, path: &Path, args: &Create) -> FsResult<(FileAttr, Opened)> {
-            Ok((
-                self.insert(path, libc::S_IFREG | args.mode)?,
-                Opened::handle(7),
-            ))
-        }
-
-        fn unlink(&self, _: &Ctx, path: &Path) -> FsResult<()> {
-            self.files
-                .lock()
-                .unwrap()
-                .remove(path)
-                .map(drop)
-                .ok_or(Errno::ENOENT)
-        }
-
-        fn rename(&self, _: &Ctx, from: &Path, to: &Path, flags: u32) -> FsResult<()> {
-            let mut f = self.files.lock().unwrap();
-            if !f.contains_key(from) {
-                return Err(Errno::ENOENT);
-            }
-            let exchange = flags & libc::RENAME_EXCHANGE != 0;
-            for (k, attr) in std::mem::take(&mut *f) {
-                let new = match (k.strip_prefix(from), k.strip_prefix(to)) {
-                    (Ok(rest), _) => to.join(rest),
-                    (_, Ok(rest)) if exchange => from.join(rest),
-                    (_, Ok(_)) => continue,
-                    _ => k,
-                };
-                f.insert(new, attr);
-            }
-            Ok(())
-        }
-
-        fn readdir(
-            &self,
-            _: &Ctx,
-            path: &Path,
-            _: FileHandle,
-            _: u64,
-            filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
-        ) -> FsResult<()> {
-            for (k, a) in self
-                .files
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|(k, _)| k.parent() == Some(path))
-            {
-                if !filler(k.file_name().unwrap(), a.kind().unwrap(), a.ino, 0) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-    }
-
-    fn os(s: &str) -> &OsStr {
-        OsStr::new(s)
-    }
-
-    fn mkdir(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
-        a.mkdir(
-            &Ctx::internal(),
-            parent,
-            os(name),
-            &Mkdir {
-                mode: 0o755,
-                umask: 0,
-            },
-        )
-        .unwrap()
-        .node
-    }
-
-    fn mkfile(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
-        let args = Create {
-            flags: libc::O_RDWR,
-            mode: 0o644,
-            umask: 0,
-            kill_suidgid: false,
-        };
-        a.create(&Ctx::internal(), parent, os(name), &args)
-            .unwrap()
-            .0
-            .node
-    }
-
-    fn nlookup(a: &PathAdapter<MemFs>, node: NodeId) -> Option<u64> {
-        a.read().nodes.get(&node).map(|n| n.nlookup)
-    }
-
-    fn rename(
-        a: &PathAdapter<MemFs>,
-        from: (NodeId, &str),
-        to: (NodeId, &str),
-        flags: u32,
-    ) -> FsResult<()> {
-        let args = Rename {
-            parent: from.0,
-            name: os(from.1),
-            new_parent: to.0,
-            new_name: os(to.1),
-            flags,
-        };
-        a.rename(&Ctx::internal(), &args)
-    }
-
-    #[test]
-    fn lookup_gives_stable_ids_and_counts_references() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let f = mkfile(&a, ROOT, "f");
-        let e = a.lookup(&ctx, ROOT, os("f")).unwrap();
-        assert_eq!(
-            (e.node, a.lookup(&ctx, ROOT, os("f")).unwrap().node),
-            (f, f)
-        );
-        assert_eq!(
-            e.attr.ino, 100,
-            "the filesystem's own ino is passed through"
-        );
-        assert_eq!(nlookup(&a, f), Some(3));
-        assert_eq!(a.node_of(Path::new("/f")), Some(f));
-    }
-
-    #[test]
-    fn forget_drops_nodes_but_keeps_parents_of_live_children() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let d = mkdir(&a, ROOT, "d");
-        let x = mkfile(&a, d, "x");
-        a.forget(d, 1);
-        assert_eq!(nlookup(&a, d), Some(0), "d must outlive its child");
-        assert_eq!(a.path_of(x).unwrap(), Path::new("/d/x"));
-        a.forget(x, 1);
-        assert_eq!(
-            (nlookup(&a, x), nlookup(&a, d), a.read().names.len()),
-            (None, None, 0)
-        );
-        a.forget(ROOT, 5);
-        let d2 = a.lookup(&ctx, ROOT, os("d")).unwrap().node;
-        assert!(d2 != d && d2 != x, "ids are never reused");
-        assert_eq!(a.getattr(&ctx, d, None), Err(Errno::ENOENT));
-    }
-
-    #[test]
-    fn rename_moves_a_subtree() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let da = mkdir(&a, ROOT, "a");
-        let x = mkfile(&a, da, "x");
-        let other = mkdir(&a, ROOT, "o");
-        rename(&a, (ROOT, "a"), (ROOT, "b"), 0).unwrap();
-        assert_eq!(a.path_of(x).unwrap(), Path::new("/b/x"));
-        assert!(a.getattr(&ctx, x, None).is_ok());
-        assert_eq!(a.lookup(&ctx, ROOT, os("b")).unwrap().node, da);
-        assert_eq!(a.lookup(&ctx, ROOT, os("a")).unwrap_err(), Errno::ENOENT);
-        rename(&a, (da, "x"), (other, "y"), 0).unwrap();
-        assert_eq!(a.path_of(x).unwrap(), Path::new("/o/y"));
-        assert_eq!(a.lookup(&ctx, other, os("y")).unwrap().node, x);
-    }
-
-    #[test]
-    fn rename_exchange_swaps() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let p = mkfile(&a, ROOT, "p");
-        let q = mkdir(&a, ROOT, "q");
-        let c = mkfile(&a, q, "c");
-        let p_ino = a.getattr(&ctx, p, None).unwrap().attr.ino;
-        rename(&a, (ROOT, "p"), (ROOT, "q"), libc::RENAME_EXCHANGE).unwrap();
-        assert_eq!(a.path_of(p).unwrap(), Path::new("/q"));
-        assert_eq!(a.path_of(c).unwrap(), Path::new("/p/c"));
-        assert_eq!(a.getattr(&ctx, p, None).unwrap().attr.ino, p_ino);
-        assert_eq!(a.lookup(&ctx, ROOT, os("p")).unwrap().node, q);
-    }
-
-    #[test]
-    fn rename_over_a_target_detaches_it() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let s = mkfile(&a, ROOT, "s");
-        let t = mkfile(&a, ROOT, "t");
-        rename(&a, (ROOT, "s"), (ROOT, "t"), 0).unwrap();
-        assert_eq!(a.lookup(&ctx, ROOT, os("t")).unwrap().node, s);
-        assert_eq!(a.getattr(&ctx, t, None), Err(Errno::ENOENT));
-        assert_eq!(
-            a.path_of(t).unwrap(),
-            Path::new("/t"),
-            "known by id until forgotten"
-        );
-        a.forget(t, 1);
-        assert_eq!(a.path_of(t), None);
-        assert_eq!(a.path_of(s).unwrap(), Path::new("/t"));
-    }
-
-    #[test]
-    fn unlink_makes_the_name_unresolvable() {
-        let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
-        let f = mkfile(&a, ROOT, "f");
-        a.unlink(&ctx, ROOT, os("f")).unwrap();
-        assert_eq!(a.node_of(Path::new("/f")), None);
-        assert_eq!(a.lookup(&ctx, ROOT, os("f")).unwrap_err(), Errno::ENOENT);
-        assert_eq!(a.getattr(&ctx, f, None), Err(Errno::ENOENT));
-        let rel = Release {
-            fh: FileHandle(7),
-            flags: 0,
-            flush: false,
-            flock_unlock: false,
-            lock_owner: 0,
-        };
-        assert_eq!(
-            a.release(&ctx, f, &rel),
-            Ok(()),
-            "calls with a handle still get through"
-        );
-        let f2 = mkfile(&a, ROOT, "f");
-        assert_ne!(f2, f);
-        a.forget(f, 1);
-        assert_eq!(a.path_of(f2).unwrap(), Path::new("/f"));
-    }
-
-    #[test]
-    fn unknown_nodes_and_missing_names() {
-        let a = PathAdapter::new(MemFs {
-            negative: Duration::from_secs(3),
-            ..MemFs::default()
-        });
-        let (ctx, bogus) = (Ctx::internal(), NodeId(999));
-        assert_eq!(a.getattr(&ctx, bogus, None), Err(Errno::ENOENT));
-        assert_eq!(a.lookup(&ctx, bogus, os("x")).unwrap_err(), Errno::ENOENT);
-        assert_eq!(rename(&a, (bogus, "x"), (ROOT, "y"), 0), Err(Errno::ENOENT));
-        a.forget(bogus, 1);
-        let e = a.lookup(&ctx, ROOT, os("nope")).unwrap();
-        assert_eq!((e.node, e.entry_ttl), (NodeId(0), Duration::from_secs(3)));
-    }
-
-    #[test]
-    fn offsetless_listings_are_numbered_and_resumed() {
-        let a = PathAdapter::new(MemFs::default());
-        for name in ["a", "b", "c"] {
-            mkfile(&a, ROOT, name);
-        }
-        let list = |offset: u64| -> Vec<(OsString, u64)> {
-            let mut out = DataOut::with_capacity(64);
-            out.reset(64); // room for two 32-byte records
-            let args = Read {
-                fh: FileHandle(0),
-                offset,
-                size: 64,
-                flags: 0,
-                lock_owner: None,
-            };
-            a.readdir(
-                &Ctx::internal(),
-                ROOT,
-                &args,
-                &mut DirEntries::new(&mut out, false),
-            )
-            .unwrap();
-            let (buf, mut i, mut entries) = (out.as_slice(), 0, Vec::new());
-            while i + 24 <= buf.len() {
-                let off = u64::from_le_bytes(buf[i + 8..i + 16].try_into().unwrap());
-                let len = u32::from_le_bytes(buf[i + 16..i + 20].try_into().unwrap()) as usize;
-                entries.push((
-                    OsStr::from_bytes(&buf[i + 24..i + 24 + len]).to_owned(),
-                    off,
-                ));
-                i += (24 + len + 7) & !7;
-            }
-            entries
-        };
-        assert_eq!(
-            list(0),
-            vec![(OsString::from("a"), 1), (OsString::from("b"), 2)]
-        );
-        assert_eq!(list(2), vec![(OsString::from("c"), 3)]);
-        assert_eq!(list(3), vec![]);
     }
 }

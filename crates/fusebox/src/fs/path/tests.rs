@@ -1,0 +1,436 @@
+//! The adapter against an in-memory path filesystem: node ids, lookup
+//! counts, renames and listings, without a kernel.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+
+const ROOT: NodeId = NodeId::ROOT;
+
+/// Paths to attributes; lists directories in the offset-less style. An
+/// open file's handle is its ino, and answers for it by itself.
+#[derive(Default)]
+struct MemFs {
+    files: Mutex<BTreeMap<PathBuf, FileAttr>>,
+    open: Mutex<BTreeMap<u64, FileAttr>>,
+    negative: Duration,
+}
+
+impl MemFs {
+    fn insert(&self, path: &Path, mode: u32) -> FsResult<FileAttr> {
+        let mut f = self.files.lock().unwrap();
+        let attr = FileAttr {
+            ino: f.len() as u64 + 100,
+            mode,
+            nlink: 1,
+            ..Default::default()
+        };
+        f.insert(path.to_owned(), attr);
+        Ok(attr)
+    }
+}
+
+impl PathFilesystem for MemFs {
+    fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            negative: self.negative,
+            ..Timeouts::default()
+        }
+    }
+
+    fn getattr(&self, _: &Ctx, path: &Path, fh: Option<FileHandle>) -> FsResult<FileAttr> {
+        if let Some(attr) = fh.and_then(|fh| self.open.lock().unwrap().get(&fh.0).copied()) {
+            return Ok(attr);
+        }
+        self.files
+            .lock()
+            .unwrap()
+            .get(path)
+            .copied()
+            .ok_or(Errno::ENOENT)
+    }
+
+    fn mkdir(&self, _: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
+        self.insert(path, libc::S_IFDIR | args.mode)
+    }
+
+    fn create(&self, _: &Ctx, path: &Path, args: &Create) -> FsResult<(FileAttr, Opened)> {
+        let attr = self.insert(path, libc::S_IFREG | args.mode)?;
+        self.open.lock().unwrap().insert(attr.ino, attr);
+        Ok((attr, Opened::handle(attr.ino)))
+    }
+
+    fn release(&self, _: &Ctx, _: &Path, args: &Release) -> FsResult<()> {
+        self.open.lock().unwrap().remove(&args.fh.0);
+        Ok(())
+    }
+
+    fn link(&self, _: &Ctx, existing: &Path, new: &Path) -> FsResult<FileAttr> {
+        let mut f = self.files.lock().unwrap();
+        let attr = *f.get(existing).ok_or(Errno::ENOENT)?;
+        f.insert(new.to_owned(), attr);
+        Ok(attr)
+    }
+
+    fn unlink(&self, _: &Ctx, path: &Path) -> FsResult<()> {
+        self.files
+            .lock()
+            .unwrap()
+            .remove(path)
+            .map(drop)
+            .ok_or(Errno::ENOENT)
+    }
+
+    fn rename(&self, _: &Ctx, from: &Path, to: &Path, flags: u32) -> FsResult<()> {
+        let mut f = self.files.lock().unwrap();
+        if !f.contains_key(from) {
+            return Err(Errno::ENOENT);
+        }
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        for (k, attr) in std::mem::take(&mut *f) {
+            let new = match (k.strip_prefix(from), k.strip_prefix(to)) {
+                (Ok(rest), _) => to.join(rest),
+                (_, Ok(rest)) if exchange => from.join(rest),
+                (_, Ok(_)) => continue,
+                _ => k,
+            };
+            f.insert(new, attr);
+        }
+        Ok(())
+    }
+
+    fn readdir(
+        &self,
+        _: &Ctx,
+        path: &Path,
+        _: FileHandle,
+        _: u64,
+        filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
+    ) -> FsResult<()> {
+        for (k, a) in self
+            .files
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.parent() == Some(path))
+        {
+            if !filler(k.file_name().unwrap(), a.kind().unwrap(), a.ino, 0) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+fn mkdir(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
+    a.mkdir(
+        &Ctx::internal(),
+        parent,
+        os(name),
+        &Mkdir {
+            mode: 0o755,
+            umask: 0,
+        },
+    )
+    .unwrap()
+    .node
+}
+
+fn release_args(fh: FileHandle) -> Release {
+    Release {
+        fh,
+        flags: 0,
+        flush: false,
+        flock_unlock: false,
+        lock_owner: 0,
+    }
+}
+
+/// Create and keep open: the node and its handle.
+fn open_new(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> (NodeId, FileHandle) {
+    let args = Create {
+        flags: libc::O_RDWR,
+        mode: 0o644,
+        umask: 0,
+        kill_suidgid: false,
+    };
+    let (e, o) = a.create(&Ctx::internal(), parent, os(name), &args).unwrap();
+    (e.node, o.fh)
+}
+
+fn mkfile(a: &PathAdapter<MemFs>, parent: NodeId, name: &str) -> NodeId {
+    let (node, fh) = open_new(a, parent, name);
+    a.release(&Ctx::internal(), node, &release_args(fh))
+        .unwrap();
+    node
+}
+
+fn nlookup(a: &PathAdapter<MemFs>, node: NodeId) -> Option<u64> {
+    a.read().nodes.get(&node).map(|n| n.nlookup)
+}
+
+fn rename(
+    a: &PathAdapter<MemFs>,
+    from: (NodeId, &str),
+    to: (NodeId, &str),
+    flags: u32,
+) -> FsResult<()> {
+    let args = Rename {
+        parent: from.0,
+        name: os(from.1),
+        new_parent: to.0,
+        new_name: os(to.1),
+        flags,
+    };
+    a.rename(&Ctx::internal(), &args)
+}
+
+#[test]
+fn lookup_gives_stable_ids_and_counts_references() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let f = mkfile(&a, ROOT, "f");
+    let e = a.lookup(&ctx, ROOT, os("f")).unwrap();
+    assert_eq!(
+        (e.node, a.lookup(&ctx, ROOT, os("f")).unwrap().node),
+        (f, f)
+    );
+    assert_eq!(
+        e.attr.ino, 100,
+        "the filesystem's own ino is passed through"
+    );
+    assert_eq!(nlookup(&a, f), Some(3));
+    assert_eq!(a.node_of(Path::new("/f")), Some(f));
+}
+
+#[test]
+fn forget_drops_nodes_but_keeps_parents_of_live_children() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let d = mkdir(&a, ROOT, "d");
+    let x = mkfile(&a, d, "x");
+    a.forget(d, 1);
+    assert_eq!(nlookup(&a, d), Some(0), "d must outlive its child");
+    assert_eq!(a.path_of(x).unwrap(), Path::new("/d/x"));
+    a.forget(x, 1);
+    assert_eq!(
+        (nlookup(&a, x), nlookup(&a, d), a.read().names.len()),
+        (None, None, 0)
+    );
+    a.forget(ROOT, 5);
+    let d2 = a.lookup(&ctx, ROOT, os("d")).unwrap().node;
+    assert!(d2 != d && d2 != x, "ids are never reused");
+    assert_eq!(a.getattr(&ctx, d, None), Err(Errno::ENOENT));
+}
+
+#[test]
+fn rename_moves_a_subtree() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let da = mkdir(&a, ROOT, "a");
+    let x = mkfile(&a, da, "x");
+    let other = mkdir(&a, ROOT, "o");
+    rename(&a, (ROOT, "a"), (ROOT, "b"), 0).unwrap();
+    assert_eq!(a.path_of(x).unwrap(), Path::new("/b/x"));
+    assert!(a.getattr(&ctx, x, None).is_ok());
+    assert_eq!(a.lookup(&ctx, ROOT, os("b")).unwrap().node, da);
+    assert_eq!(a.lookup(&ctx, ROOT, os("a")).unwrap_err(), Errno::ENOENT);
+    rename(&a, (da, "x"), (other, "y"), 0).unwrap();
+    assert_eq!(a.path_of(x).unwrap(), Path::new("/o/y"));
+    assert_eq!(a.lookup(&ctx, other, os("y")).unwrap().node, x);
+}
+
+#[test]
+fn rename_exchange_swaps() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let p = mkfile(&a, ROOT, "p");
+    let q = mkdir(&a, ROOT, "q");
+    let c = mkfile(&a, q, "c");
+    let p_ino = a.getattr(&ctx, p, None).unwrap().attr.ino;
+    rename(&a, (ROOT, "p"), (ROOT, "q"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(a.path_of(p).unwrap(), Path::new("/q"));
+    assert_eq!(a.path_of(c).unwrap(), Path::new("/p/c"));
+    assert_eq!(a.getattr(&ctx, p, None).unwrap().attr.ino, p_ino);
+    assert_eq!(a.lookup(&ctx, ROOT, os("p")).unwrap().node, q);
+}
+
+#[test]
+fn rename_over_a_target_detaches_it() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let s = mkfile(&a, ROOT, "s");
+    let t = mkfile(&a, ROOT, "t");
+    rename(&a, (ROOT, "s"), (ROOT, "t"), 0).unwrap();
+    assert_eq!(a.lookup(&ctx, ROOT, os("t")).unwrap().node, s);
+    assert_eq!(a.getattr(&ctx, t, None), Err(Errno::ENOENT));
+    assert_eq!(
+        a.path_of(t).unwrap(),
+        Path::new("/t"),
+        "known by id until forgotten"
+    );
+    a.forget(t, 1);
+    assert_eq!(a.path_of(t), None);
+    assert_eq!(a.path_of(s).unwrap(), Path::new("/t"));
+}
+
+#[test]
+fn unlink_makes_the_name_unresolvable() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let f = mkfile(&a, ROOT, "f");
+    a.unlink(&ctx, ROOT, os("f")).unwrap();
+    assert_eq!(a.node_of(Path::new("/f")), None);
+    assert_eq!(a.lookup(&ctx, ROOT, os("f")).unwrap_err(), Errno::ENOENT);
+    assert_eq!(a.getattr(&ctx, f, None), Err(Errno::ENOENT));
+    let rel = release_args(FileHandle(7));
+    assert_eq!(
+        a.release(&ctx, f, &rel),
+        Ok(()),
+        "calls with a handle still get through"
+    );
+    let f2 = mkfile(&a, ROOT, "f");
+    assert_ne!(f2, f);
+    a.forget(f, 1);
+    assert_eq!(a.path_of(f2).unwrap(), Path::new("/f"));
+}
+
+#[test]
+fn unknown_nodes_and_missing_names() {
+    let a = PathAdapter::new(MemFs {
+        negative: Duration::from_secs(3),
+        ..MemFs::default()
+    });
+    let (ctx, bogus) = (Ctx::internal(), NodeId(999));
+    assert_eq!(a.getattr(&ctx, bogus, None), Err(Errno::ENOENT));
+    assert_eq!(a.lookup(&ctx, bogus, os("x")).unwrap_err(), Errno::ENOENT);
+    assert_eq!(rename(&a, (bogus, "x"), (ROOT, "y"), 0), Err(Errno::ENOENT));
+    a.forget(bogus, 1);
+    let e = a.lookup(&ctx, ROOT, os("nope")).unwrap();
+    assert_eq!((e.node, e.entry_ttl), (NodeId(0), Duration::from_secs(3)));
+}
+
+#[test]
+fn offsetless_listings_are_numbered_and_resumed() {
+    let a = PathAdapter::new(MemFs::default());
+    for name in ["a", "b", "c"] {
+        mkfile(&a, ROOT, name);
+    }
+    let list = |offset: u64| -> Vec<(OsString, u64)> {
+        let mut out = DataOut::with_capacity(64);
+        out.reset(64); // room for two 32-byte records
+        let args = Read {
+            fh: FileHandle(0),
+            offset,
+            size: 64,
+            flags: 0,
+            lock_owner: None,
+        };
+        a.readdir(
+            &Ctx::internal(),
+            ROOT,
+            &args,
+            &mut DirEntries::new(&mut out, false),
+        )
+        .unwrap();
+        let (buf, mut i, mut entries) = (out.as_slice(), 0, Vec::new());
+        while i + 24 <= buf.len() {
+            let off = u64::from_le_bytes(buf[i + 8..i + 16].try_into().unwrap());
+            let len = u32::from_le_bytes(buf[i + 16..i + 20].try_into().unwrap()) as usize;
+            entries.push((
+                OsStr::from_bytes(&buf[i + 24..i + 24 + len]).to_owned(),
+                off,
+            ));
+            i += (24 + len + 7) & !7;
+        }
+        entries
+    };
+    assert_eq!(
+        list(0),
+        vec![(OsString::from("a"), 1), (OsString::from("b"), 2)]
+    );
+    assert_eq!(list(2), vec![(OsString::from("c"), 3)]);
+    assert_eq!(list(3), vec![]);
+}
+
+fn link(a: &PathAdapter<MemFs>, node: NodeId, parent: NodeId, name: &str) -> NodeId {
+    a.link(&Ctx::internal(), node, parent, os(name))
+        .unwrap()
+        .node
+}
+
+#[test]
+fn hard_links_share_a_node_and_survive_losing_a_name() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let d = mkdir(&a, ROOT, "d");
+    let f = mkfile(&a, ROOT, "f");
+    assert_eq!(link(&a, f, d, "g"), f, "one file, one node");
+    assert_eq!(a.lookup(&ctx, d, os("g")).unwrap().node, f);
+    assert_eq!(nlookup(&a, f), Some(3));
+    a.unlink(&ctx, ROOT, os("f")).unwrap();
+    assert_eq!(
+        a.path_of(f).unwrap(),
+        Path::new("/d/g"),
+        "the link takes over"
+    );
+    assert!(a.getattr(&ctx, f, None).is_ok());
+    rename(&a, (d, "g"), (ROOT, "h"), 0).unwrap();
+    assert_eq!(a.path_of(f).unwrap(), Path::new("/h"));
+    a.forget(d, 1);
+    assert_eq!(nlookup(&a, d), None, "d holds no name of f any more");
+    a.unlink(&ctx, ROOT, os("h")).unwrap();
+    assert_eq!(a.getattr(&ctx, f, None), Err(Errno::ENOENT));
+    a.forget(f, 3);
+    assert_eq!((a.read().nodes.len(), a.read().names.len()), (1, 0));
+}
+
+#[test]
+fn links_renamed_and_replaced() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let d = mkdir(&a, ROOT, "d");
+    let f = mkfile(&a, ROOT, "f");
+    link(&a, f, d, "g");
+    link(&a, f, ROOT, "h");
+    rename(&a, (ROOT, "h"), (d, "g"), 0).unwrap();
+    assert_eq!(
+        (a.node_of(Path::new("/h")), a.node_of(Path::new("/d/g"))),
+        (Some(f), Some(f)),
+        "renaming one name of a file onto another changes nothing"
+    );
+    let o = mkfile(&a, ROOT, "o");
+    rename(&a, (ROOT, "o"), (d, "g"), 0).unwrap();
+    assert_eq!(a.node_of(Path::new("/d/g")), Some(o));
+    assert_eq!(a.path_of(f).unwrap(), Path::new("/f"));
+    a.unlink(&ctx, ROOT, os("f")).unwrap();
+    assert_eq!(a.path_of(f).unwrap(), Path::new("/h"));
+    a.forget(o, 1);
+    a.forget(d, 1);
+    assert_eq!(nlookup(&a, d), None);
+}
+
+#[test]
+fn an_unlinked_open_file_answers_getattr_through_its_handle() {
+    let (a, ctx) = (PathAdapter::new(MemFs::default()), Ctx::internal());
+    let (f, fh) = open_new(&a, ROOT, "f");
+    let ino = a.getattr(&ctx, f, None).unwrap().attr.ino;
+    a.unlink(&ctx, ROOT, os("f")).unwrap();
+    mkfile(&a, ROOT, "f");
+    assert_eq!(
+        a.getattr(&ctx, f, None).unwrap().attr.ino,
+        ino,
+        "not the newcomer's"
+    );
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    assert_eq!(
+        a.setattr(&ctx, f, &chmod),
+        Err(Errno::ENOSYS),
+        "reached the filesystem"
+    );
+    a.release(&ctx, f, &release_args(fh)).unwrap();
+    assert_eq!(a.getattr(&ctx, f, None), Err(Errno::ENOENT));
+}
