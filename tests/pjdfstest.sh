@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs pjdfstest on native tmpfs and on each fusebox example filesystem,
+# Runs pjdfstest on native tmpfs and on each fusebox example filesystem that
+# stores data (stackfs, memfs, and pathfs through the path-level API),
 # and fails unless every filesystem has the same failures as native (none).
 # Needs root, pjdfstest (cargo install pjdfstest) and a release build of
 # the fusebox binary (BIN, default target/release/fusebox).
@@ -28,9 +29,9 @@ echo "native tmpfs:  $(summary "$WORK/native.log")"
 want=$(summary "$WORK/native.log" | sed 's/, [0-9]* total//')
 
 status=0
-for fs in stackfs memfs; do
+for fs in stackfs memfs pathfs; do
   mkdir -p "$WORK/$fs/src" "$WORK/$fs/mnt"
-  if [ "$fs" = stackfs ]; then args=("$WORK/$fs/src" "$WORK/$fs/mnt"); else args=("$WORK/$fs/mnt"); fi
+  if [ "$fs" != memfs ]; then args=("$WORK/$fs/src" "$WORK/$fs/mnt"); else args=("$WORK/$fs/mnt"); fi
   "$BIN" mount "$fs" "${args[@]}" -o allow_other,default_permissions >/dev/null
   (cd "$WORK/$fs" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
   got=$(summary "$WORK/$fs/pjd.log" | sed 's/, [0-9]* total//')
@@ -42,5 +43,5 @@ for fs in stackfs memfs; do
   fi
   "$BIN" umount "$WORK/$fs/mnt"
 done
-[ $status = 0 ] && echo "pjdfstest: 2 passed, 0 failed"
+[ $status = 0 ] && echo "pjdfstest: 3 passed, 0 failed"
 exit $status
