@@ -57,9 +57,21 @@ pub struct MountArgs {
     /// Worker threads (default: number of CPUs, at least 2).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Pin worker threads to CPUs.
+    /// Pin classic worker threads to CPUs.
     #[arg(long)]
     pub pin: bool,
+    /// classic (/dev/fuse), uring (FUSE-over-io_uring) or auto.
+    #[arg(long, default_value = "classic")]
+    pub transport: fusebox::transport::TransportKind,
+    /// io_uring: ring entries per CPU queue.
+    #[arg(long, default_value_t = 8)]
+    pub queue_depth: usize,
+    /// io_uring: how queue threads wait: off, spin=US, adaptive[=US].
+    #[arg(long, default_value = "off", value_parser = parse_poll)]
+    pub poll: fusebox::transport::uring::PollPolicy,
+    /// io_uring: do not pin queue thread q to CPU q.
+    #[arg(long)]
+    pub no_pin_queues: bool,
     /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).
     #[arg(long, default_value = "ssd")]
     pub profile: String,
@@ -78,6 +90,11 @@ pub struct MountArgs {
     /// Internal: tells a background child to report readiness on stdout.
     #[arg(long, hide = true)]
     pub notify_ready: bool,
+}
+
+fn parse_poll(s: &str) -> Result<fusebox::transport::uring::PollPolicy, String> {
+    fusebox::transport::uring::PollPolicy::parse(s)
+        .ok_or_else(|| format!("{s:?}: use off, spin=US or adaptive[=US]"))
 }
 
 fn parse_size(s: &str) -> Result<u64> {
@@ -117,6 +134,13 @@ pub fn run(args: MountArgs) -> Result<()> {
     let cfg = SessionConfig {
         workers: args.threads.unwrap_or(SessionConfig::default().workers),
         pin_workers: args.pin,
+        transport: args.transport,
+        uring: fusebox::transport::UringConfig {
+            depth: args.queue_depth,
+            pin: !args.no_pin_queues,
+            poll: args.poll,
+            ..Default::default()
+        },
         ..SessionConfig::default()
     };
     let t = opts.fs.timeouts;

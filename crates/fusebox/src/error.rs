@@ -117,6 +117,8 @@ pub enum Error {
     Parse(#[from] crate::protocol::ParseError),
     #[error("the stats socket {path}: {source}")]
     Stats { path: PathBuf, source: io::Error },
+    #[error("the io_uring transport is unavailable: {0}")]
+    UringUnavailable(String),
     #[error("{0}")]
     Io(#[from] io::Error),
 }
@@ -139,6 +141,7 @@ impl Error {
             Error::UnsupportedKernel { .. } | Error::NoInit(_) => Errno::EPROTO,
             Error::Parse(e) => e.errno(),
             Error::Fusermount { .. } => Errno::EIO,
+            Error::UringUnavailable(_) => Errno::EOPNOTSUPP,
         }
     }
 }

@@ -19,17 +19,20 @@ use crate::protocol::{
     ParseConfig,
 };
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
+use crate::sys::uring::QueueRing;
 use crate::transport::dev::{self, DevChannel, WorkerExit};
-use crate::transport::TransportKind;
+use crate::transport::{uring, TransportKind, UringConfig};
 
 /// How a session runs, beyond the `-o` options.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
     pub transport: TransportKind,
-    /// Worker threads (each with its own cloned /dev/fuse fd).
+    /// Classic worker threads (each with its own cloned /dev/fuse fd). With
+    /// io_uring one classic worker remains for FORGET and INTERRUPT.
     pub workers: usize,
-    /// Pin worker i to CPU i mod ncpus.
+    /// Pin classic worker i to CPU i mod ncpus.
     pub pin_workers: bool,
+    pub uring: UringConfig,
     /// Serve `fusebox stats` on a unix socket.
     pub stats_socket: bool,
 }
@@ -41,6 +44,7 @@ impl Default for SessionConfig {
             transport: TransportKind::Classic,
             workers: cpus.max(2),
             pin_workers: false,
+            uring: UringConfig::default(),
             stats_socket: true,
         }
     }
@@ -67,34 +71,62 @@ impl<F: Filesystem> Session<F> {
         opts: &Options,
         cfg: SessionConfig,
     ) -> Result<Session<F>, Error> {
+        let transport = cfg.transport.resolve();
+        let mut init_cfg = opts.init.clone();
+        if transport == TransportKind::Uring {
+            // Refuse before mounting, with the reason and the fix.
+            uring::availability().map_err(Error::UringUnavailable)?;
+            init_cfg.want |= abi::flags::init::OVER_IO_URING;
+        }
         let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
         let fs = Arc::new(fs);
         let notifier = Notifier::for_sink(Arc::new(DevChannel::new(mount.device().try_clone()?)));
-        let conn = handshake(&mount, &*fs, &opts.init, &notifier)?;
+        let conn = handshake(&mount, &*fs, &init_cfg, &notifier)?;
+        if transport == TransportKind::Uring && !conn.has(abi::flags::init::OVER_IO_URING) {
+            return Err(Error::UringUnavailable(
+                "the kernel did not offer FUSE_OVER_IO_URING in INIT (is enable_uring set? see /sys/module/fuse/parameters/enable_uring)".into(),
+            ));
+        }
         tracing::info!(
             mountpoint = %mount.mountpoint().display(),
             proto = format!("7.{}", conn.proto_minor),
             max_write = conn.max_write,
+            %transport,
             flags = ?conn.flag_names(),
             "mounted"
         );
 
-        let workers_n = cfg.workers.max(1);
+        let classic_n = if transport == TransportKind::Uring {
+            1
+        } else {
+            cfg.workers.max(1)
+        };
+        let queues_n = if transport == TransportKind::Uring {
+            uring::possible_cpus()
+        } else {
+            0
+        };
         let parse = ParseConfig {
             setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT),
         };
-        let dispatcher = Arc::new(Dispatcher::new(fs, parse, notifier.clone(), workers_n));
+        let dispatcher = Arc::new(Dispatcher::new(
+            fs,
+            parse,
+            notifier.clone(),
+            classic_n + queues_n,
+        ));
         let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
-            (0..workers_n)
-                .map(|i| Arc::new(WorkerStats::new(format!("{}/{i}", cfg.transport))))
+            (0..classic_n)
+                .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
+                .chain((0..queues_n).map(|q| Arc::new(WorkerStats::new(format!("uring/q{q}")))))
                 .collect(),
         );
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let live_workers = Arc::new(AtomicUsize::new(workers_n));
+        let live_workers = Arc::new(AtomicUsize::new(classic_n + queues_n));
 
-        let mut workers = Vec::with_capacity(workers_n);
-        for i in 0..workers_n {
+        let mut workers = Vec::with_capacity(classic_n + queues_n);
+        for i in 0..classic_n {
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
                 .map_err(|source| Error::Clone { worker: i, source })?;
             let channel = DevChannel::new(fd);
@@ -120,6 +152,56 @@ impl<F: Filesystem> Session<F> {
                 })?;
             workers.push(handle);
         }
+        // The kernel computes the payload it may put in one entry as
+        // max(8 KiB, max_write, max_pages pages); size buffers to match.
+        let payload_len = (conn.max_write as usize)
+            .next_multiple_of(4096)
+            .max(abi::MIN_READ_BUFFER);
+        for q in 0..queues_n {
+            let slot = classic_n + q;
+            let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device())).map_err(
+                |source| Error::Clone {
+                    worker: slot,
+                    source,
+                },
+            )?;
+            let dispatcher = dispatcher.clone();
+            let mut worker = Worker {
+                data: DataOut::with_capacity(payload_len),
+                stats: stats[slot].clone(),
+                slot,
+            };
+            let live = live_workers.clone();
+            let ucfg = cfg.uring;
+            let handle = std::thread::Builder::new()
+                .name(format!("fusebox-uring-{q}"))
+                .spawn(move || {
+                    if ucfg.pin && q < cpus {
+                        if let Err(e) = dev::pin_to_cpu(q) {
+                            tracing::warn!(q, error = %e, "cannot pin queue thread");
+                        }
+                    }
+                    // Built on its own thread: with single-issuer rings only the
+                    // creating thread may submit.
+                    let r = QueueRing::new(
+                        std::os::fd::AsFd::as_fd(&fd),
+                        q as u16,
+                        ucfg.depth.max(1),
+                        payload_len,
+                        ucfg.ring,
+                    )
+                    .map_err(Error::from)
+                    .and_then(|mut ring| {
+                        uring::run_queue(&dispatcher, &mut ring, &mut worker, ucfg.poll)
+                    });
+                    if let Err(e) = &r {
+                        tracing::error!(q, error = %e, "io_uring queue stopped");
+                    }
+                    live.fetch_sub(1, Ordering::AcqRel);
+                    r
+                })?;
+            workers.push(handle);
+        }
 
         let mut session = Session {
             mount,
@@ -130,7 +212,7 @@ impl<F: Filesystem> Session<F> {
             live_workers,
             stats,
             stats_server: None,
-            transport: cfg.transport,
+            transport,
         };
         if cfg.stats_socket {
             let snap = session.snapshot_fn();

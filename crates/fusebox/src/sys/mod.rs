@@ -1,8 +1,11 @@
-//! The few raw syscalls rustix does not wrap: ioctls on /dev/fuse.
+//! The few raw syscalls rustix does not wrap: ioctls on /dev/fuse, reads
+//! into uninitialized buffers, and io_uring ring entries ([`uring`]).
 //!
 //! This is the only module of the library allowed `unsafe`; each block says
 //! why it is sound.
 #![allow(unsafe_code)]
+
+pub mod uring;
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};

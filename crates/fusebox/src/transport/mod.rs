@@ -3,6 +3,9 @@
 //! [`crate::protocol::ReplySink`]; none contains a request handler.
 
 pub mod dev;
+pub mod uring;
+
+use std::str::FromStr;
 
 /// Which transport serves a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -10,12 +13,64 @@ pub enum TransportKind {
     /// read/write on /dev/fuse, one cloned fd per worker thread.
     #[default]
     Classic,
+    /// FUSE-over-io_uring: a ring per CPU queue.
+    Uring,
+    /// io_uring when the kernel offers it, classic otherwise.
+    Auto,
+}
+
+impl TransportKind {
+    /// Auto made concrete for this kernel.
+    pub fn resolve(self) -> TransportKind {
+        match self {
+            TransportKind::Auto if uring::availability().is_ok() => TransportKind::Uring,
+            TransportKind::Auto => TransportKind::Classic,
+            other => other,
+        }
+    }
 }
 
 impl std::fmt::Display for TransportKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TransportKind::Classic => f.write_str("classic"),
+        f.write_str(match self {
+            TransportKind::Classic => "classic",
+            TransportKind::Uring => "uring",
+            TransportKind::Auto => "auto",
+        })
+    }
+}
+
+impl FromStr for TransportKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "classic" => Ok(TransportKind::Classic),
+            "uring" | "io_uring" => Ok(TransportKind::Uring),
+            "auto" => Ok(TransportKind::Auto),
+            _ => Err(format!("unknown transport {s:?} (classic, uring or auto)")),
+        }
+    }
+}
+
+/// io_uring transport settings.
+#[derive(Clone, Copy, Debug)]
+pub struct UringConfig {
+    /// Ring entries per queue (requests in flight per CPU).
+    pub depth: usize,
+    /// Pin queue thread q to CPU q (the kernel queues a request on the
+    /// caller's CPU).
+    pub pin: bool,
+    pub poll: uring::PollPolicy,
+    pub ring: crate::sys::uring::RingFlags,
+}
+
+impl Default for UringConfig {
+    fn default() -> Self {
+        UringConfig {
+            depth: 8,
+            pin: true,
+            poll: uring::PollPolicy::Off,
+            ring: Default::default(),
         }
     }
 }

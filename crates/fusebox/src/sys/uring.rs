@@ -1,0 +1,338 @@
+//! FUSE-over-io_uring ring entries: buffers the kernel writes into while a
+//! command is outstanding, and the SQEs that hand them over.
+//!
+//! Ownership rule that makes this sound: an entry's buffers belong to the
+//! kernel from the moment its REGISTER or COMMIT_AND_FETCH is pushed until
+//! its completion is reaped; only in between does [`QueueRing`] hand out
+//! slices of them. Buffers of entries still with the kernel when the ring is
+//! dropped are leaked rather than freed.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+use fusebox_abi::{self as abi, uring_cmd};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use zerocopy::{FromBytes, IntoBytes};
+
+const PAGE: usize = 4096;
+const HEADER_LEN: usize = size_of::<abi::UringReqHeader>();
+const IN_OUT: usize = 0;
+const OP_IN: usize = 128;
+const ENT_IN_OUT: usize = 256;
+
+/// A page-aligned heap buffer, addressed only through raw pointers while
+/// the kernel may write it.
+struct KernelBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// False once leaked: the kernel may still write it.
+    owned: bool,
+}
+
+// SAFETY: a KernelBuf is plain memory with one owner; moving it between
+// threads moves that ownership.
+unsafe impl Send for KernelBuf {}
+
+impl KernelBuf {
+    fn new(len: usize) -> io::Result<KernelBuf> {
+        let layout = Layout::from_size_align(len.max(1).next_multiple_of(PAGE), PAGE)
+            .map_err(io::Error::other)?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        Ok(KernelBuf {
+            ptr,
+            len,
+            owned: true,
+        })
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::from_size_align(self.len.max(1).next_multiple_of(PAGE), PAGE)
+            .expect("checked in new")
+    }
+}
+
+impl Drop for KernelBuf {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: allocated in `new` with this same layout, freed once.
+            unsafe { dealloc(self.ptr.as_ptr(), self.layout()) }
+        }
+    }
+}
+
+struct RingEntry {
+    header: KernelBuf,
+    payload: KernelBuf,
+    /// The two iovecs REGISTER points the kernel at; kept for the entry's life.
+    iov: Box<[libc::iovec; 2]>,
+    with_kernel: bool,
+}
+
+/// A request as the kernel left it in an entry.
+pub struct RingRequest<'a> {
+    pub header: abi::InHeader,
+    /// The opcode's fixed argument struct.
+    pub op_in: &'a [u8],
+    /// Names, write data and other variable parts.
+    pub payload: &'a [u8],
+    /// What COMMIT_AND_FETCH must quote to answer this request.
+    pub commit_id: u64,
+}
+
+/// Where an answer goes: `in_out` takes the out header, `payload` the body.
+pub struct ReplyBuffers<'a> {
+    pub in_out: &'a mut [u8],
+    pub payload: &'a mut [u8],
+}
+
+/// One queue's io_uring and its ring entries.
+pub struct QueueRing {
+    // Dropped first: closing the ring cancels the outstanding commands.
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    entries: Vec<RingEntry>,
+    device: i32,
+    qid: u16,
+    unsubmitted: usize,
+}
+
+/// Ring setup choices that are measured rather than assumed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RingFlags {
+    pub single_issuer: bool,
+    pub defer_taskrun: bool,
+    pub coop_taskrun: bool,
+}
+
+impl QueueRing {
+    /// A ring of `depth` entries for queue `qid`, each with a payload buffer
+    /// of `payload_len` bytes. `device` must outlive the ring.
+    pub fn new(
+        device: BorrowedFd<'_>,
+        qid: u16,
+        depth: usize,
+        payload_len: usize,
+        flags: RingFlags,
+    ) -> io::Result<QueueRing> {
+        let mut b = IoUring::<squeue::Entry128, cqueue::Entry>::builder();
+        b.setup_cqsize((2 * depth + 2) as u32);
+        if flags.single_issuer || flags.defer_taskrun {
+            b.setup_single_issuer();
+        }
+        if flags.defer_taskrun {
+            b.setup_defer_taskrun();
+        }
+        if flags.coop_taskrun {
+            b.setup_coop_taskrun();
+        }
+        let ring = b.build(depth.next_power_of_two() as u32)?;
+        let mut entries = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            let header = KernelBuf::new(HEADER_LEN)?;
+            let payload = KernelBuf::new(payload_len)?;
+            let iov = Box::new([
+                libc::iovec {
+                    iov_base: header.ptr.as_ptr().cast(),
+                    iov_len: HEADER_LEN,
+                },
+                libc::iovec {
+                    iov_base: payload.ptr.as_ptr().cast(),
+                    iov_len: payload_len,
+                },
+            ]);
+            entries.push(RingEntry {
+                header,
+                payload,
+                iov,
+                with_kernel: false,
+            });
+        }
+        Ok(QueueRing {
+            ring,
+            entries,
+            device: device.as_raw_fd(),
+            qid,
+            unsubmitted: 0,
+        })
+    }
+
+    pub fn depth(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn push(&mut self, idx: usize, cmd_op: u32, commit_id: u64) -> io::Result<()> {
+        let req = abi::UringCmdReq {
+            flags: 0,
+            commit_id,
+            qid: self.qid,
+            padding: [0; 6],
+        };
+        let mut cmd = [0u8; 80];
+        cmd[..size_of::<abi::UringCmdReq>()].copy_from_slice(req.as_bytes());
+        let entry = &mut self.entries[idx];
+        let mut sqe = opcode::UringCmd80::new(types::Fd(self.device), cmd_op)
+            .cmd(cmd)
+            .addr(Some(entry.iov.as_ptr() as u64))
+            .build()
+            .user_data(idx as u64);
+        // The crate has no setter for sqe->len, which REGISTER requires to be
+        // the iovec count (2). `len` is the u32 at byte 24 of the SQE.
+        // SAFETY: Entry128 is #[repr(C)] and begins with the 64-byte
+        // io_uring_sqe, so byte offset 24..28 is inside it.
+        unsafe {
+            std::ptr::write_unaligned(
+                (&mut sqe as *mut squeue::Entry128 as *mut u8).add(24) as *mut u32,
+                2,
+            )
+        };
+        // SAFETY: the iovecs and both buffers they point at live in
+        // `self.entries` until the ring is dropped (ring first), and are not
+        // touched again until this entry's completion is reaped.
+        unsafe { self.ring.submission().push(&sqe) }
+            .map_err(|_| io::Error::other("submission queue full"))?;
+        entry.with_kernel = true;
+        self.unsubmitted += 1;
+        Ok(())
+    }
+
+    /// Hand entry `idx` to the kernel to receive a first request.
+    pub fn register(&mut self, idx: usize) -> io::Result<()> {
+        self.push(idx, uring_cmd::REGISTER, 0)
+    }
+
+    /// Answer the request in entry `idx` (reply already written with
+    /// [`QueueRing::reply_buffers`]) and fetch the next one. Queued, not
+    /// submitted: several commits go to the kernel in one io_uring_enter.
+    pub fn commit(&mut self, idx: usize, commit_id: u64, payload_len: usize) -> io::Result<()> {
+        let ent = abi::UringEntInOut {
+            flags: 0,
+            commit_id,
+            payload_sz: payload_len as u32,
+            padding: 0,
+            reserved: 0,
+        };
+        let bytes = ent.as_bytes();
+        self.header_mut(idx)?[ENT_IN_OUT..ENT_IN_OUT + bytes.len()].copy_from_slice(bytes);
+        self.push(idx, uring_cmd::COMMIT_AND_FETCH, commit_id)
+    }
+
+    /// Submit queued commands and wait for at least `want` completions.
+    pub fn submit_and_wait(&mut self, want: usize) -> io::Result<()> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => {
+                    self.unsubmitted = 0;
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Submit queued commands without waiting (and run pending task work).
+    pub fn submit(&mut self) -> io::Result<()> {
+        self.ring.submit()?;
+        self.unsubmitted = 0;
+        Ok(())
+    }
+
+    /// Completions ready without entering the kernel.
+    pub fn has_completions(&mut self) -> bool {
+        !self.ring.completion().is_empty()
+    }
+
+    /// Reap one completion: (entry index, result).
+    pub fn next_completion(&mut self) -> Option<(usize, i32)> {
+        let cqe = self.ring.completion().next()?;
+        let idx = cqe.user_data() as usize;
+        let entry = self.entries.get_mut(idx)?;
+        entry.with_kernel = false;
+        Some((idx, cqe.result()))
+    }
+
+    fn header(&self, idx: usize) -> io::Result<&[u8]> {
+        let e = &self.entries[idx];
+        if e.with_kernel {
+            return Err(io::Error::other("ring entry is with the kernel"));
+        }
+        // SAFETY: the entry is not with the kernel, so nothing writes the
+        // buffer while this shared slice lives (it borrows `self`).
+        Ok(unsafe { std::slice::from_raw_parts(e.header.ptr.as_ptr(), HEADER_LEN) })
+    }
+
+    fn header_mut(&mut self, idx: usize) -> io::Result<&mut [u8]> {
+        let e = &mut self.entries[idx];
+        if e.with_kernel {
+            return Err(io::Error::other("ring entry is with the kernel"));
+        }
+        // SAFETY: as in `header`, and `&mut self` makes the slice unique.
+        Ok(unsafe { std::slice::from_raw_parts_mut(e.header.ptr.as_ptr(), HEADER_LEN) })
+    }
+
+    /// The request the kernel put in entry `idx`.
+    pub fn request(&self, idx: usize) -> io::Result<RingRequest<'_>> {
+        let h = self.header(idx)?;
+        let header = abi::InHeader::read_from_prefix(&h[IN_OUT..])
+            .map_err(|_| io::Error::other("short header"))?
+            .0;
+        let ent = abi::UringEntInOut::read_from_prefix(&h[ENT_IN_OUT..])
+            .map_err(|_| io::Error::other("short header"))?
+            .0;
+        let e = &self.entries[idx];
+        let payload_len = (ent.payload_sz as usize).min(e.payload.len);
+        // in.len counts the header, op_in and payload; the difference is the
+        // size of op_in (stale bytes beyond it are not the request's).
+        let op_len = (header.len as usize)
+            .saturating_sub(size_of::<abi::InHeader>() + payload_len)
+            .min(128);
+        // SAFETY: as in `header`: the kernel is done with this entry until
+        // the next push, which needs `&mut self`.
+        let payload = unsafe { std::slice::from_raw_parts(e.payload.ptr.as_ptr(), payload_len) };
+        Ok(RingRequest {
+            header,
+            op_in: &h[OP_IN..OP_IN + op_len],
+            payload,
+            commit_id: ent.commit_id,
+        })
+    }
+
+    /// Buffers to write the answer of entry `idx` into.
+    pub fn reply_buffers(&mut self, idx: usize) -> io::Result<ReplyBuffers<'_>> {
+        let e = &mut self.entries[idx];
+        if e.with_kernel {
+            return Err(io::Error::other("ring entry is with the kernel"));
+        }
+        // SAFETY: the entry is not with the kernel and `&mut self` makes
+        // these the only views; the two buffers are separate allocations.
+        let (in_out, payload) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(e.header.ptr.as_ptr(), 128),
+                std::slice::from_raw_parts_mut(e.payload.ptr.as_ptr(), e.payload.len),
+            )
+        };
+        Ok(ReplyBuffers { in_out, payload })
+    }
+
+    /// Entries whose command is still with the kernel.
+    pub fn outstanding(&self) -> usize {
+        self.entries.iter().filter(|e| e.with_kernel).count()
+    }
+}
+
+impl Drop for QueueRing {
+    fn drop(&mut self) {
+        // Runs before the fields drop (the ring first, cancelling what is
+        // outstanding). Buffers still with the kernel must outlive any write
+        // it might yet do, so they are leaked instead of freed.
+        for e in &mut self.entries {
+            if e.with_kernel {
+                e.header.owned = false;
+                e.payload.owned = false;
+            }
+        }
+    }
+}

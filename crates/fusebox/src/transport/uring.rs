@@ -1,0 +1,297 @@
+//! FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU, each a
+//! thread with its own ring of entries. A request arrives in an entry's
+//! buffers; the answer goes back in the same buffers with COMMIT_AND_FETCH,
+//! which also re-arms the entry. Commits are queued and submitted together
+//! with the next wait, so a busy queue answers several requests per
+//! io_uring_enter. The same parse contract and dispatcher as /dev/fuse.
+//!
+//! FORGET, INTERRUPT and requests queued before the rings were ready still
+//! come through /dev/fuse, so a session keeps one classic worker as well.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::dispatch::{Dispatcher, Worker};
+use crate::error::Error;
+use crate::fs::Filesystem;
+use crate::protocol::ReplySink;
+use crate::sys::uring::{QueueRing, ReplyBuffers};
+use crate::transport::dev::WorkerExit;
+
+/// How a queue thread waits for work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PollPolicy {
+    /// Always block in io_uring_enter.
+    #[default]
+    Off,
+    /// Spin this long for a completion before blocking (RFUSE: up to 50 us).
+    Spin(Duration),
+    /// XFUSE: spin `window` only while recent waits were shorter than the
+    /// window plus the cost of an event wait; otherwise block at once.
+    Adaptive { window: Duration },
+}
+
+impl PollPolicy {
+    /// `off`, `spin=US` or `adaptive[=US]`.
+    pub fn parse(s: &str) -> Option<PollPolicy> {
+        let us = |v: &str| v.parse::<u64>().ok().map(Duration::from_micros);
+        match s.split_once('=') {
+            None if s == "off" => Some(PollPolicy::Off),
+            None if s == "adaptive" => Some(PollPolicy::Adaptive {
+                window: Duration::from_micros(10),
+            }),
+            Some(("spin", v)) => us(v).map(PollPolicy::Spin),
+            Some(("adaptive", v)) => us(v).map(|window| PollPolicy::Adaptive { window }),
+            _ => None,
+        }
+    }
+}
+
+/// What a blocking wait costs beyond the wait itself (XFUSE measured ~5 us).
+const EVENT_WAIT_COST: Duration = Duration::from_micros(5);
+
+struct Poller {
+    policy: PollPolicy,
+    spin_next: bool,
+}
+
+impl Poller {
+    fn window(&self) -> Option<Duration> {
+        match self.policy {
+            PollPolicy::Off => None,
+            PollPolicy::Spin(w) => Some(w),
+            PollPolicy::Adaptive { window } => self.spin_next.then_some(window),
+        }
+    }
+
+    /// A blocking wait took `waited`: decide whether spinning would have paid.
+    fn observe(&mut self, waited: Duration) {
+        if let PollPolicy::Adaptive { window } = self.policy {
+            self.spin_next = waited <= window + EVENT_WAIT_COST;
+        }
+    }
+
+    fn spun(&mut self, found: bool) {
+        if matches!(self.policy, PollPolicy::Adaptive { .. }) && !found {
+            // The window passed in vain: block next time until a short wait
+            // shows requests are close together again.
+            self.spin_next = false;
+        }
+    }
+}
+
+/// Replies written into a ring entry: header to in_out, body to payload.
+struct RingSink<'a> {
+    bufs: RefCell<ReplyBuffers<'a>>,
+    payload_len: Cell<usize>,
+    sent: Cell<bool>,
+}
+
+impl ReplySink for RingSink<'_> {
+    fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
+        let mut b = self.bufs.borrow_mut();
+        let (head, body) = parts
+            .split_first()
+            .ok_or_else(|| io::Error::other("empty reply"))?;
+        b.in_out[..head.len()].copy_from_slice(head);
+        let mut off = 0;
+        for p in body {
+            let dst = b
+                .payload
+                .get_mut(off..off + p.len())
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+            dst.copy_from_slice(p);
+            off += p.len();
+        }
+        self.payload_len.set(off);
+        self.sent.set(true);
+        Ok(())
+    }
+}
+
+/// Serve one queue until the kernel ends every entry (unmount or abort).
+pub fn run_queue<F: Filesystem>(
+    dispatcher: &Dispatcher<F>,
+    ring: &mut QueueRing,
+    worker: &mut Worker,
+    poll: PollPolicy,
+) -> Result<WorkerExit, Error> {
+    for idx in 0..ring.depth() {
+        ring.register(idx)?;
+    }
+    ring.submit()?;
+    let mut live = ring.depth();
+    let mut aborted = false;
+    let mut poller = Poller {
+        policy: poll,
+        spin_next: true,
+    };
+    while live > 0 {
+        if !ring.has_completions() {
+            ring.submit()?;
+            let mut found = false;
+            if let Some(window) = poller.window() {
+                let until = Instant::now() + window;
+                while Instant::now() < until {
+                    if ring.has_completions() {
+                        found = true;
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                poller.spun(found);
+            }
+            if !found {
+                let t = Instant::now();
+                ring.submit_and_wait(1)?;
+                poller.observe(t.elapsed());
+            }
+        }
+        while let Some((idx, res)) = ring.next_completion() {
+            if res < 0 {
+                match -res {
+                    // Registered too early or interrupted: hand it back.
+                    libc::EAGAIN | libc::EINTR => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        ring.register(idx)?;
+                    }
+                    libc::ECONNABORTED => {
+                        aborted = true;
+                        live -= 1;
+                    }
+                    errno => {
+                        if errno != libc::ENOTCONN
+                            && errno != libc::ECANCELED
+                            && errno != libc::ENODEV
+                        {
+                            tracing::warn!(idx, error = %io::Error::from_raw_os_error(errno), "ring entry ended");
+                        }
+                        live -= 1;
+                    }
+                }
+                continue;
+            }
+            serve_entry(dispatcher, ring, idx, worker)?;
+        }
+    }
+    Ok(if aborted {
+        WorkerExit::Aborted
+    } else {
+        WorkerExit::Unmounted
+    })
+}
+
+fn serve_entry<F: Filesystem>(
+    d: &Dispatcher<F>,
+    ring: &mut QueueRing,
+    idx: usize,
+    w: &mut Worker,
+) -> Result<(), Error> {
+    let (pending, commit_id, unique) = {
+        let r = ring.request(idx)?;
+        (
+            d.process_split(r.header, r.op_in, r.payload, w),
+            r.commit_id,
+            r.header.unique,
+        )
+    };
+    let needs_reply = pending.needs_reply();
+    let sink = RingSink {
+        bufs: RefCell::new(ring.reply_buffers(idx)?),
+        payload_len: Cell::new(0),
+        sent: Cell::new(false),
+    };
+    d.finish(pending, w, &sink);
+    if !needs_reply || !sink.sent.get() {
+        // A request that takes no answer still holds the entry: commit an
+        // empty success so the kernel re-arms it.
+        let header = fusebox_abi::OutHeader {
+            len: 16,
+            error: 0,
+            unique,
+        };
+        sink.send(&[zerocopy::IntoBytes::as_bytes(&header)])?;
+    }
+    let len = sink.payload_len.get();
+    drop(sink);
+    ring.commit(idx, commit_id, len)?;
+    Ok(())
+}
+
+/// CPUs the kernel may run applications on: it makes one queue for each
+/// possible CPU and routes a request to the queue of the caller's CPU.
+pub fn possible_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut max = None;
+    for part in s.split(',') {
+        let last = match part.split_once('-') {
+            Some((_, hi)) => hi.parse::<usize>().ok()?,
+            None => part.parse::<usize>().ok()?,
+        };
+        max = Some(max.map_or(last, |m: usize| m.max(last)));
+    }
+    max.map(|m| m + 1)
+}
+
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether this kernel will offer FUSE-over-io_uring, and if not, why and
+/// what to do about it.
+pub fn availability() -> Result<(), String> {
+    match std::fs::read_to_string(ENABLE_URING) {
+        Ok(v) if v.trim() == "Y" || v.trim() == "1" => Ok(()),
+        Ok(_) => Err(format!("FUSE-over-io_uring is disabled; enable it with: echo Y > {ENABLE_URING}")),
+        Err(_) => Err(format!(
+            "this kernel has no FUSE-over-io_uring ({ENABLE_URING} is missing; it needs Linux 6.14+ built with CONFIG_FUSE_IO_URING)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_policies_parse() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0,2-5,7"), Some(8));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(PollPolicy::parse("off"), Some(PollPolicy::Off));
+        assert_eq!(
+            PollPolicy::parse("spin=50"),
+            Some(PollPolicy::Spin(Duration::from_micros(50)))
+        );
+        assert_eq!(
+            PollPolicy::parse("adaptive"),
+            Some(PollPolicy::Adaptive {
+                window: Duration::from_micros(10)
+            })
+        );
+        assert_eq!(PollPolicy::parse("spin"), None);
+    }
+
+    #[test]
+    fn adaptive_polling_follows_recent_waits() {
+        let mut p = Poller {
+            policy: PollPolicy::Adaptive {
+                window: Duration::from_micros(10),
+            },
+            spin_next: true,
+        };
+        assert!(p.window().is_some());
+        p.observe(Duration::from_micros(200));
+        assert!(p.window().is_none(), "long waits: block");
+        p.observe(Duration::from_micros(12));
+        assert!(p.window().is_some(), "short waits: spin");
+        p.spun(false);
+        assert!(p.window().is_none());
+    }
+}
