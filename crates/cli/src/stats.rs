@@ -82,8 +82,14 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
             }
         }
     }
+    let per: Vec<String> = snap
+        .workers
+        .iter()
+        .map(|w| format!("{} {}", w.label, w.requests))
+        .collect();
+    s += &format!("\nserved by: {}\n", per.join(", "));
     s += &format!(
-        "\ntotal {} requests; flags: {}\n",
+        "total {} requests; flags: {}\n",
         snap.total_requests(),
         snap.flags.join(" ")
     );

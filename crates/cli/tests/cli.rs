@@ -141,3 +141,61 @@ fn bad_options_are_reported_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a fusebox daemon serving it"));
 }
+
+/// Puts the enable_uring switch back however the test ends.
+struct RestoreUring(String);
+impl Drop for RestoreUring {
+    fn drop(&mut self) {
+        let _ = std::fs::write(ENABLE_URING, &self.0);
+    }
+}
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+#[test]
+fn asking_for_io_uring_when_it_is_off_says_how_to_enable_it() {
+    let Ok(before) = std::fs::read_to_string(ENABLE_URING) else {
+        eprintln!("SKIPPED: this kernel has no {ENABLE_URING}");
+        return;
+    };
+    // No other test in this binary uses io_uring, and cargo runs test
+    // binaries one at a time, so flipping the host switch is contained.
+    let _restore = RestoreUring(before.trim().to_string());
+    std::fs::write(ENABLE_URING, "N").unwrap();
+    let dir = scratch("uring-off");
+    let out = fusebox(&[
+        "mount",
+        "memfs",
+        dir.path().to_str().unwrap(),
+        "--transport",
+        "uring",
+        "-f",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("echo Y > /sys/module/fuse/parameters/enable_uring"),
+        "{err}"
+    );
+    assert!(!is_mounted(dir.path()));
+    // auto falls back to classic instead of failing.
+    let mnt = dir.path().join("auto");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = fusebox(&[
+        "mount",
+        "memfs",
+        mnt.to_str().unwrap(),
+        "--transport",
+        "auto",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _guard = Guard(mnt.clone());
+    let snap: fusebox::stats::Snapshot =
+        serde_json::from_slice(&fusebox(&["stats", mnt.to_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(snap.transport, "classic");
+    fusebox(&["umount", mnt.to_str().unwrap()]);
+}

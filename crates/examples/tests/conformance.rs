@@ -768,6 +768,35 @@ macro_rules! conformance {
         mod pathfs {
             $(#[test] fn $case() { super::run_case(super::TestMount::pathfs(), super::cases::$case) })*
         }
+        /// The same table over FUSE-over-io_uring.
+        mod uring {
+            use super::common::{uring_or_skip, TestMount};
+            use fusebox::transport::TransportKind::Uring;
+            mod stackfs {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::stackfs_on(Uring), super::super::cases::$case)
+                    }
+                })*
+            }
+            mod memfs {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::memfs_on(Uring), super::super::cases::$case)
+                    }
+                })*
+            }
+            mod pathfs {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::pathfs_on(Uring), super::super::cases::$case)
+                    }
+                })*
+            }
+        }
     };
 }
 

@@ -174,3 +174,31 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
         s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
     assert!(forgets > 0);
 }
+
+#[test]
+fn io_uring_queues_really_serve_requests() {
+    if !common::uring_or_skip("io_uring_queues_really_serve_requests") {
+        return;
+    }
+    let m = TestMount::memfs_on(fusebox::transport::TransportKind::Uring);
+    for i in 0..100 {
+        std::fs::write(m.mnt.join(format!("f{i}")), b"x").unwrap();
+    }
+    let snap = m.snapshot();
+    let queued: u64 = snap
+        .workers
+        .iter()
+        .filter(|w| w.label.starts_with("uring/"))
+        .map(|w| w.requests)
+        .sum();
+    let classic: u64 = snap
+        .workers
+        .iter()
+        .filter(|w| w.label.starts_with("dev/"))
+        .map(|w| w.requests)
+        .sum();
+    // 100 CREATE + WRITE + RELEASE + FLUSH at least; only FORGET and the
+    // like may arrive on /dev/fuse.
+    assert!(queued >= 400, "{:?}", snap.workers);
+    assert!(classic < queued / 10, "{:?}", snap.workers);
+}

@@ -242,7 +242,7 @@ impl<F: Filesystem> Session<F> {
             mountpoint: mountpoint.clone(),
             pid: std::process::id(),
             transport: transport.clone(),
-            workers: stats.iter().map(|w| w.label.clone()).collect(),
+            workers: stats.iter().map(|w| w.total()).collect(),
             proto_minor,
             flags: flags.clone(),
             uptime_ms: started.elapsed().as_millis() as u64,

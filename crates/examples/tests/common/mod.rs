@@ -11,7 +11,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fusebox::transport::TransportKind as Transport;
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
+
+/// io_uring tests run only where the kernel offers it, and say so otherwise.
+pub fn uring_or_skip(test: &str) -> bool {
+    match fusebox::transport::uring::availability() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            false
+        }
+    }
+}
 use fusebox_examples::stackfs::StackOptions;
 use fusebox_examples::{MemFs, PathPassthrough, StackFs};
 
@@ -72,11 +84,22 @@ impl TestMount {
         src: Option<PathBuf>,
         opts: &Options,
     ) -> TestMount {
+        Self::mount_on(Transport::Classic, fs, dir, src, opts)
+    }
+
+    pub fn mount_on<F: Filesystem>(
+        transport: Transport,
+        fs: F,
+        dir: tempfile::TempDir,
+        src: Option<PathBuf>,
+        opts: &Options,
+    ) -> TestMount {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let cfg = SessionConfig {
             workers: 2,
             stats_socket: false,
+            transport,
             ..Default::default()
         };
         let session = Session::mount(fs, &mnt, opts, cfg).expect("mount");
@@ -106,10 +129,14 @@ impl TestMount {
     }
 
     pub fn stackfs() -> TestMount {
-        Self::stackfs_with(&test_options())
+        Self::stackfs_on(Transport::Classic)
     }
 
-    pub fn stackfs_with(opts: &Options) -> TestMount {
+    pub fn stackfs_on(t: Transport) -> TestMount {
+        Self::stackfs_with(t, &test_options())
+    }
+
+    pub fn stackfs_with(t: Transport, opts: &Options) -> TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
@@ -121,21 +148,30 @@ impl TestMount {
             },
         )
         .expect("stackfs");
-        Self::mount(fs, dir, Some(src), opts)
+        Self::mount_on(t, fs, dir, Some(src), opts)
     }
 
     pub fn pathfs() -> TestMount {
+        Self::pathfs_on(Transport::Classic)
+    }
+
+    pub fn pathfs_on(t: Transport) -> TestMount {
         let opts = test_options();
         let dir = scratch_dir("pathfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
         let fs = PathPassthrough::new(&src, opts.fs).expect("pathfs");
-        Self::mount(PathAdapter::new(fs), dir, Some(src), &opts)
+        Self::mount_on(t, PathAdapter::new(fs), dir, Some(src), &opts)
     }
 
     pub fn memfs() -> TestMount {
+        Self::memfs_on(Transport::Classic)
+    }
+
+    pub fn memfs_on(t: Transport) -> TestMount {
         let opts = test_options();
-        Self::mount(
+        Self::mount_on(
+            t,
             MemFs::new(Timeouts::default()),
             scratch_dir("memfs"),
             None,

@@ -112,7 +112,8 @@ pub struct Snapshot {
     pub mountpoint: String,
     pub pid: u32,
     pub transport: String,
-    pub workers: Vec<String>,
+    /// Requests served by each worker or io_uring queue ("dev/0", "uring/q1").
+    pub workers: Vec<WorkerTotal>,
     pub proto_minor: u32,
     pub flags: Vec<String>,
     pub uptime_ms: u64,
@@ -126,6 +127,26 @@ impl Snapshot {
 
     pub fn total_requests(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
+    }
+}
+
+/// How many requests one worker (or io_uring queue) served.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct WorkerTotal {
+    pub label: String,
+    pub requests: u64,
+}
+
+impl WorkerStats {
+    pub fn total(&self) -> WorkerTotal {
+        WorkerTotal {
+            label: self.label.clone(),
+            requests: self
+                .ops
+                .iter()
+                .map(|c| c.count.load(Ordering::Relaxed))
+                .sum(),
+        }
     }
 }
 

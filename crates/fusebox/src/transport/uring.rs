@@ -197,24 +197,25 @@ fn serve_entry<F: Filesystem>(
         )
     };
     let needs_reply = pending.needs_reply();
-    let sink = RingSink {
-        bufs: RefCell::new(ring.reply_buffers(idx)?),
-        payload_len: Cell::new(0),
-        sent: Cell::new(false),
-    };
-    d.finish(pending, w, &sink);
-    if !needs_reply || !sink.sent.get() {
-        // A request that takes no answer still holds the entry: commit an
-        // empty success so the kernel re-arms it.
-        let header = fusebox_abi::OutHeader {
-            len: 16,
-            error: 0,
-            unique,
+    let len = {
+        let sink = RingSink {
+            bufs: RefCell::new(ring.reply_buffers(idx)?),
+            payload_len: Cell::new(0),
+            sent: Cell::new(false),
         };
-        sink.send(&[zerocopy::IntoBytes::as_bytes(&header)])?;
-    }
-    let len = sink.payload_len.get();
-    drop(sink);
+        d.finish(pending, w, &sink);
+        if !needs_reply || !sink.sent.get() {
+            // A request that takes no answer still holds the entry: commit an
+            // empty success so the kernel re-arms it.
+            let header = fusebox_abi::OutHeader {
+                len: 16,
+                error: 0,
+                unique,
+            };
+            sink.send(&[zerocopy::IntoBytes::as_bytes(&header)])?;
+        }
+        sink.payload_len.get()
+    };
     ring.commit(idx, commit_id, len)?;
     Ok(())
 }
