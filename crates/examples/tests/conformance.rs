@@ -768,6 +768,25 @@ macro_rules! conformance {
         mod pathfs {
             $(#[test] fn $case() { super::run_case(super::TestMount::pathfs(), super::cases::$case) })*
         }
+        /// stackfs with FUSE passthrough, over both transports.
+        mod passthrough {
+            use super::common::{passthrough_options, uring_or_skip, TestMount};
+            use fusebox::transport::TransportKind::{Classic, Uring};
+            mod classic {
+                use super::*;
+                $(#[test] fn $case() {
+                    super::super::run_case(TestMount::stackfs_with(Classic, &passthrough_options()), super::super::cases::$case)
+                })*
+            }
+            mod uring {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::stackfs_with(Uring, &passthrough_options()), super::super::cases::$case)
+                    }
+                })*
+            }
+        }
         /// The same table over FUSE-over-io_uring.
         mod uring {
             use super::common::{uring_or_skip, TestMount};

@@ -202,3 +202,41 @@ fn io_uring_queues_really_serve_requests() {
     assert!(queued >= 400, "{:?}", snap.workers);
     assert!(classic < queued / 10, "{:?}", snap.workers);
 }
+
+#[test]
+fn passthrough_keeps_file_io_out_of_the_daemon() {
+    use std::io::{Read, Write};
+    let m = TestMount::stackfs_with(
+        fusebox::transport::TransportKind::Classic,
+        &common::passthrough_options(),
+    );
+    let p = m.mnt.join("pt");
+    for _ in 0..3 {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        f.sync_all().unwrap();
+    }
+    let mut back = Vec::new();
+    std::fs::File::open(&p)
+        .unwrap()
+        .read_to_end(&mut back)
+        .unwrap();
+    assert_eq!(back.len(), 1 << 20);
+    assert!(back.iter().all(|b| *b == 7));
+    let src = std::fs::read(m.src.as_ref().unwrap().join("pt")).unwrap();
+    assert_eq!(src, back, "the data is in the source file");
+    let snap = m.snapshot();
+    let io = |name: &str| snap.op(name).map_or(0, |o| o.count);
+    assert_eq!(
+        (io("READ"), io("WRITE")),
+        (0, 0),
+        "passthrough I/O must not reach the daemon"
+    );
+    assert!(io("OPEN") + io("CREATE") >= 4);
+}

@@ -80,7 +80,7 @@ impl<F: Filesystem> Session<F> {
         }
         let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
         let fs = Arc::new(fs);
-        let notifier = Notifier::for_sink(Arc::new(DevChannel::new(mount.device().try_clone()?)));
+        let notifier = Notifier::for_device(Arc::new(DevChannel::new(mount.device().try_clone()?)));
         let conn = handshake(&mount, &*fs, &init_cfg, &notifier)?;
         if transport == TransportKind::Uring && !conn.has(abi::flags::init::OVER_IO_URING) {
             return Err(Error::UringUnavailable(

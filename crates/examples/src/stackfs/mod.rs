@@ -13,11 +13,11 @@ mod nodes;
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
-use fusebox::abi::flags::init;
+use fusebox::abi::flags::{fopen, init};
 use fusebox::fs::ops::*;
 use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
 use fusebox::*;
@@ -59,6 +59,9 @@ pub struct StackFs {
     next_handle: AtomicU64,
     proc_self_fd: OwnedFd,
     opts: StackOptions,
+    notifier: OnceLock<Notifier>,
+    /// Passthrough was asked for and the kernel agreed.
+    passthrough: AtomicBool,
 }
 
 fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
@@ -107,6 +110,8 @@ impl StackFs {
             next_handle: AtomicU64::new(1),
             proc_self_fd,
             opts,
+            notifier: OnceLock::new(),
+            passthrough: AtomicBool::new(false),
         })
     }
 
@@ -137,6 +142,44 @@ impl StackFs {
         match h {
             Handle::File { fd, .. } => Ok(fd),
             Handle::Dir { .. } => Err(Errno::EISDIR),
+        }
+    }
+
+    /// The open reply for a file of `node` opened as `fd`: with passthrough,
+    /// the kernel gets the inode's backing file and does I/O itself.
+    fn opened(&self, node: NodeId, fd: &OwnedFd, fh: FileHandle) -> FsResult<Opened> {
+        let mut flags = open_flags(&self.opts.fs);
+        let mut backing_id = 0;
+        if self.passthrough.load(Ordering::Relaxed) {
+            let notifier = self.notifier.get().ok_or(Errno::EIO)?;
+            let id = self
+                .nodes
+                .backing(node, || notifier.backing_open(fd.as_fd()))?;
+            // Passthrough and direct I/O exclude each other.
+            flags =
+                (flags & !(fopen::DIRECT_IO | fopen::PARALLEL_DIRECT_WRITES)) | fopen::PASSTHROUGH;
+            backing_id = id.0;
+        }
+        Ok(Opened {
+            fh,
+            flags,
+            backing_id,
+        })
+    }
+
+    /// Keep an opened file and answer the open; undo the pin on failure.
+    fn finish_open(&self, node: NodeId, fd: OwnedFd) -> FsResult<Opened> {
+        let fh = FileHandle(self.next_handle.fetch_add(1, Ordering::Relaxed));
+        match self.opened(node, &fd, fh) {
+            Ok(o) => {
+                self.handles
+                    .insert(fh.0, Arc::new(Handle::File { fd, node }));
+                Ok(o)
+            }
+            Err(e) => {
+                self.nodes.unpin(node);
+                Err(e)
+            }
         }
     }
 
@@ -195,10 +238,22 @@ impl StackFs {
 }
 
 impl Filesystem for StackFs {
-    fn init(&self, conn: &mut Connection, _: &Notifier) -> FsResult<()> {
+    fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
         // Clear setuid bits on write ourselves, instead of the kernel asking
         // GETXATTR("security.capability") before every write.
         conn.enable(init::HANDLE_KILLPRIV_V2);
+        if self.opts.fs.passthrough {
+            if conn.enable(init::PASSTHROUGH) {
+                // Our backing files live on a plain filesystem: depth 1.
+                conn.max_stack_depth = 1;
+                self.passthrough.store(true, Ordering::Relaxed);
+            } else {
+                tracing::warn!(
+                    "passthrough requested but the kernel does not offer it (needs Linux 6.9+)"
+                );
+            }
+        }
+        let _ = self.notifier.set(notifier.clone());
         Ok(())
     }
 
@@ -339,12 +394,7 @@ impl Filesystem for StackFs {
             kill_suidgid(&fd)?;
         }
         self.nodes.pin(node)?;
-        let fh = self.insert_handle(Handle::File { fd, node });
-        Ok(Opened {
-            fh,
-            flags: open_flags(&self.opts.fs),
-            backing_id: 0,
-        })
+        self.finish_open(node, fd)
     }
 
     fn read(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DataOut) -> FsResult<()> {
@@ -372,7 +422,13 @@ impl Filesystem for StackFs {
     fn release(&self, _: &Ctx, _: NodeId, a: &Release) -> FsResult<()> {
         if let Some((_, h)) = self.handles.remove(&a.fh.0) {
             if let Handle::File { node, .. } = &*h {
-                self.nodes.unpin(*node);
+                if let Some(id) = self.nodes.unpin(*node) {
+                    if let Some(n) = self.notifier.get() {
+                        if let Err(e) = n.backing_close(id) {
+                            tracing::warn!(error = %e, "closing a passthrough backing file");
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -526,18 +582,7 @@ impl Filesystem for StackFs {
         let entry = self.do_lookup(parent, name)?;
         self.nodes
             .pin_with(entry.node, Arc::new(fd.try_clone().map_err(Errno::from)?))?;
-        let fh = self.insert_handle(Handle::File {
-            fd,
-            node: entry.node,
-        });
-        Ok((
-            entry,
-            Opened {
-                fh,
-                flags: open_flags(&self.opts.fs),
-                backing_id: 0,
-            },
-        ))
+        Ok((entry, self.finish_open(entry.node, fd)?))
     }
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
@@ -562,14 +607,9 @@ impl Filesystem for StackFs {
             .map_err(errno)
         })?;
         self.nodes.pin(node)?;
-        let fh = self.insert_handle(Handle::File { fd, node });
         Ok((
             Entry::new(node, FileAttr::from(&st), self.t()),
-            Opened {
-                fh,
-                flags: open_flags(&self.opts.fs),
-                backing_id: 0,
-            },
+            self.finish_open(node, fd)?,
         ))
     }
 

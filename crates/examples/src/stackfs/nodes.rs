@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
+use fusebox::protocol::BackingId;
 use fusebox::{Errno, FsResult, NodeId};
 
 use crate::sys::{self, KernelHandle};
@@ -25,6 +26,9 @@ struct Node {
 struct Pin {
     fd: Option<Arc<OwnedFd>>,
     opens: u32,
+    /// Passthrough backing file shared by every open of the inode: one
+    /// BACKING_OPEN ioctl for the first open, one BACKING_CLOSE after the last.
+    backing: Option<BackingId>,
 }
 
 /// Keyed by (device, handle) rather than (device, inode number): handles
@@ -153,14 +157,34 @@ impl NodeTable {
         Ok(())
     }
 
-    pub fn unpin(&self, id: NodeId) {
-        if let Ok(n) = self.node(id) {
-            let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
-            pin.opens = pin.opens.saturating_sub(1);
-            if pin.opens == 0 {
-                pin.fd = None;
-            }
+    /// One open of `id` ended; returns the backing id to close if it was
+    /// the last.
+    pub fn unpin(&self, id: NodeId) -> Option<BackingId> {
+        let n = self.node(id).ok()?;
+        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        pin.opens = pin.opens.saturating_sub(1);
+        if pin.opens == 0 {
+            pin.fd = None;
+            return pin.backing.take();
         }
+        None
+    }
+
+    /// The passthrough backing id of an open node, registering it with
+    /// `open` on first use. Call between `pin` and `unpin`.
+    pub fn backing(
+        &self,
+        id: NodeId,
+        open: impl FnOnce() -> std::io::Result<BackingId>,
+    ) -> FsResult<BackingId> {
+        let n = self.node(id)?;
+        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = pin.backing {
+            return Ok(b);
+        }
+        let b = open().map_err(Errno::from)?;
+        pin.backing = Some(b);
+        Ok(b)
     }
 
     /// Give back `count` lookup references; the node goes at zero.

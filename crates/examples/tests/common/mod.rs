@@ -71,6 +71,13 @@ impl<F: Filesystem> SessionLike for Session<F> {
 /// Watchdog limit: far above any test's run time, far below CI's.
 const HANG_LIMIT: Duration = Duration::from_secs(300);
 
+/// Stackfs with FUSE passthrough: the kernel does file I/O itself.
+pub fn passthrough_options() -> Options {
+    let mut o = test_options();
+    o.apply("passthrough").unwrap();
+    o
+}
+
 pub fn test_options() -> Options {
     let mut o = Options::default();
     o.apply("allow_other,default_permissions").unwrap();

@@ -59,6 +59,9 @@ pub struct FsOptions {
     pub keep_cache: bool,
     /// Skip FLUSH on close where the filesystem needs none (FOPEN_NOFLUSH).
     pub noflush: bool,
+    /// Let the kernel do file I/O on the backing file itself (stackable
+    /// filesystems; FUSE_PASSTHROUGH, Linux 6.9+, root).
+    pub passthrough: bool,
 }
 
 /// Everything `-o` can say.
@@ -169,6 +172,7 @@ impl Options {
             "direct_io" => self.fs.direct_io = true,
             "keep_cache" => self.fs.keep_cache = true,
             "noflush" => self.fs.noflush = true,
+            "passthrough" => self.fs.passthrough = true,
             _ => {
                 return Err(Error::BadOption {
                     option: opt.into(),

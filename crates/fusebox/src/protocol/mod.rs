@@ -10,7 +10,7 @@ mod reply;
 
 pub use dirent::DirEntries;
 pub use init::{Connection, InitConfig};
-pub use notify::Notifier;
+pub use notify::{BackingId, Notifier};
 pub use parse::{
     parse_contiguous, parse_header, parse_split, BatchForgetList, Op, ParseConfig, ParseError,
     Request,

@@ -20,8 +20,14 @@ use crate::types::NodeId;
 #[derive(Clone)]
 pub struct Notifier {
     sink: Arc<dyn ReplySink + Send + Sync>,
+    /// The session's /dev/fuse fd, for passthrough backing-file ioctls.
+    device: Option<Arc<crate::transport::dev::DevChannel>>,
     retrieves: Arc<Retrieves>,
 }
+
+/// A passthrough backing file registered with the kernel (FUSE 7.40+).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BackingId(pub i32);
 
 #[derive(Default)]
 struct Retrieves {
@@ -34,8 +40,38 @@ impl Notifier {
     pub fn for_sink(sink: Arc<dyn ReplySink + Send + Sync>) -> Notifier {
         Notifier {
             sink,
+            device: None,
             retrieves: Arc::new(Retrieves::default()),
         }
+    }
+
+    /// A notifier on a session's device, able to register backing files.
+    pub(crate) fn for_device(device: Arc<crate::transport::dev::DevChannel>) -> Notifier {
+        Notifier {
+            sink: device.clone(),
+            device: Some(device),
+            retrieves: Arc::new(Retrieves::default()),
+        }
+    }
+
+    /// Register `file` as a passthrough backing file: an open reply with
+    /// FOPEN_PASSTHROUGH and this id makes the kernel do that file's reads
+    /// and writes itself. Needs passthrough negotiated (and root).
+    pub fn backing_open(&self, file: std::os::fd::BorrowedFd<'_>) -> io::Result<BackingId> {
+        let dev = self
+            .device
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EOPNOTSUPP))?;
+        crate::sys::backing_open(std::os::fd::AsFd::as_fd(dev.fd()), file).map(BackingId)
+    }
+
+    /// Drop a backing id once no open file uses it.
+    pub fn backing_close(&self, id: BackingId) -> io::Result<()> {
+        let dev = self
+            .device
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EOPNOTSUPP))?;
+        crate::sys::backing_close(std::os::fd::AsFd::as_fd(dev.fd()), id.0)
     }
 
     fn send(&self, code: NotifyCode, parts: &[&[u8]]) -> io::Result<()> {
