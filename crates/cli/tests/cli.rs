@@ -150,15 +150,18 @@ impl Drop for RestoreUring {
     }
 }
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+/// Held by every test here that flips or relies on the enable_uring switch.
+static URING_SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn asking_for_io_uring_when_it_is_off_says_how_to_enable_it() {
+    let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
     let Ok(before) = std::fs::read_to_string(ENABLE_URING) else {
         eprintln!("SKIPPED: this kernel has no {ENABLE_URING}");
         return;
     };
-    // No other test in this binary uses io_uring, and cargo runs test
-    // binaries one at a time, so flipping the host switch is contained.
+    // Tests of this binary that use io_uring hold URING_SWITCH, and cargo
+    // runs test binaries one at a time, so flipping the host switch is contained.
     let _restore = RestoreUring(before.trim().to_string());
     std::fs::write(ENABLE_URING, "N").unwrap();
     let dir = scratch("uring-off");
@@ -198,4 +201,73 @@ fn asking_for_io_uring_when_it_is_off_says_how_to_enable_it() {
             .unwrap();
     assert_eq!(snap.transport, "classic");
     fusebox(&["umount", mnt.to_str().unwrap()]);
+}
+
+#[test]
+fn killing_an_io_uring_daemon_under_load_leaves_no_hang() {
+    let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
+    if std::fs::read_to_string(ENABLE_URING)
+        .map(|v| v.trim() != "Y")
+        .unwrap_or(true)
+    {
+        eprintln!(
+            "SKIPPED killing_an_io_uring_daemon_under_load_leaves_no_hang: enable_uring is off"
+        );
+        return;
+    }
+    let dir = scratch("kill-uring");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["mount", "memfs", "-f", "--transport", "uring"])
+        .arg(&mnt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = Guard(mnt.clone());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !is_mounted(&mnt) {
+        assert!(Instant::now() < deadline, "mount did not appear");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let loaders: Vec<_> = (0..4)
+        .map(|t| {
+            let dir = mnt.clone();
+            std::thread::spawn(move || {
+                let mut ok = 0u64;
+                loop {
+                    let p = dir.join(format!("t{t}-{}", ok % 20));
+                    match std::fs::write(&p, b"load").and_then(|_| std::fs::read(&p)) {
+                        Ok(_) => ok += 1,
+                        Err(e) => return (ok, e.raw_os_error()),
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for l in loaders {
+        let (ok, errno) = l.join().unwrap();
+        assert!(ok > 0);
+        // In-flight requests end with ECONNABORTED (or ECANCELED when the
+        // dying daemon's rings are cancelled), later ones with ENOTCONN.
+        let ended = [
+            rustix::io::Errno::NOTCONN,
+            rustix::io::Errno::CONNABORTED,
+            rustix::io::Errno::CANCELED,
+        ];
+        assert!(
+            ended.iter().any(|e| Some(e.raw_os_error()) == errno),
+            "{errno:?}"
+        );
+    }
+    let out = fusebox(&["umount", mnt.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -1,0 +1,126 @@
+//! io_uring queues under stress: unmount while busy, a slow request in one
+//! queue while the others keep serving.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{scratch_dir, test_options, uring_or_skip, TestMount};
+use fusebox::fs::ops::Ctx;
+use fusebox::transport::TransportKind::Uring;
+use fusebox::*;
+
+fn pin_to(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).unwrap();
+}
+
+#[test]
+fn unmount_under_load_stops_every_queue() {
+    if !uring_or_skip("unmount_under_load_stops_every_queue") {
+        return;
+    }
+    let m = TestMount::memfs_on(Uring);
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..4)
+        .map(|t| {
+            let (dir, stop) = (m.mnt.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut ok = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let p = dir.join(format!("t{t}-{}", ok % 50));
+                    if std::fs::write(&p, b"load")
+                        .and_then(|_| std::fs::read(&p))
+                        .is_err()
+                    {
+                        break;
+                    }
+                    ok += 1;
+                }
+                ok
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let handle = m.shutdown_handle();
+    let t = Instant::now();
+    handle.shutdown(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let done: Vec<u64> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(
+        done.iter().all(|n| *n > 0),
+        "every loader made progress before the unmount: {done:?}"
+    );
+    assert!(
+        handle.wait_workers(Duration::from_secs(10)),
+        "all queue threads and workers stopped"
+    );
+    assert!(t.elapsed() < Duration::from_secs(15));
+}
+
+/// LOOKUP of "slow" takes a second; everything else answers at once.
+struct SlowName;
+
+impl Filesystem for SlowName {
+    fn lookup(&self, _: &Ctx, _: NodeId, name: &OsStr) -> FsResult<Entry> {
+        if name == "slow" {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        Err(Errno::ENOENT)
+    }
+    fn getattr(&self, _: &Ctx, _: NodeId, _: Option<FileHandle>) -> FsResult<AttrReply> {
+        let attr = FileAttr {
+            ino: 1,
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            ..Default::default()
+        };
+        Ok(AttrReply {
+            attr,
+            ttl: Duration::ZERO,
+        })
+    }
+}
+
+#[test]
+fn a_slow_request_in_one_queue_does_not_stop_the_others() {
+    if !uring_or_skip("a_slow_request_in_one_queue_does_not_stop_the_others") {
+        return;
+    }
+    if fusebox::transport::uring::possible_cpus() < 2 {
+        eprintln!("SKIPPED: needs two CPUs (two queues)");
+        return;
+    }
+    let m = TestMount::mount_on(Uring, SlowName, scratch_dir("slow"), None, &test_options());
+    let slow_path = m.mnt.join("slow");
+    // The kernel queues a request on the caller's CPU: the slow caller
+    // occupies queue 0, the fast one uses queue 1.
+    let slow = std::thread::spawn(move || {
+        pin_to(0);
+        let t = Instant::now();
+        let _ = std::fs::metadata(slow_path);
+        t.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let fast_dir = m.mnt.clone();
+    let fast = std::thread::spawn(move || {
+        pin_to(1);
+        let t = Instant::now();
+        for i in 0..100 {
+            let _ = std::fs::metadata(fast_dir.join(format!("f{i}")));
+        }
+        t.elapsed()
+    });
+    let fast = fast.join().unwrap();
+    let slow = slow.join().unwrap();
+    assert!(slow >= Duration::from_millis(900), "{slow:?}");
+    // 100 lookups finished while the slow one was still being served.
+    assert!(
+        fast < slow,
+        "fast lookups {fast:?} waited for the slow one {slow:?}"
+    );
+}
