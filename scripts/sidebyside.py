@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Quick side-by-side: native tmpfs vs fusebox stackfs vs libfuse passthrough_ll.
+"""Quick side-by-side: native tmpfs vs libfuse passthrough_ll vs fusebox stackfs
+(classic /dev/fuse, FUSE-over-io_uring, io_uring + passthrough).
 
 Subjects are interleaved (A B C A B C ...) and each workload repeated; the
 report gives medians and ratios to native measured in this one run. The
@@ -60,12 +61,21 @@ def main():
     native = os.path.join(work, "native")
     os.mkdir(native)
     sh("mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", native)
-    mounts = {"fusebox": os.path.join(work, "fusebox"), "libfuse": os.path.join(work, "libfuse")}
+    uring = open("/sys/module/fuse/parameters/enable_uring").read().strip() == "Y"
+    variants = {"fusebox": ["--transport", "classic"]}
+    if uring:
+        variants["fb-uring"] = ["--transport", "uring"]
+        variants["fb-uring+pt"] = ["--transport", "uring", "-o", "passthrough"]
+    else:
+        print("io_uring subjects skipped: enable_uring is off")
+    mounts = {"libfuse": os.path.join(work, "libfuse")}
+    mounts.update({name: os.path.join(work, name) for name in variants})
     for m in mounts.values():
         os.mkdir(m)
     procs = []
     try:
-        sh(FUSEBOX, "mount", "stackfs", native, mounts["fusebox"], "-o", "allow_other")
+        for name, args in variants.items():
+            sh(FUSEBOX, "mount", "stackfs", native, mounts[name], "-o", "allow_other", *args, stdout=subprocess.DEVNULL)
         procs.append(subprocess.Popen([PASSTHROUGH_LL, "-f", "-o", f"source={native},allow_other", mounts["libfuse"]],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_mounted(mounts["libfuse"])
@@ -88,21 +98,25 @@ def main():
                     results.setdefault(wname, {}).setdefault(sname, []).append(fn(d))
                     print(f"  rep {rep + 1}/{REPS} {wname:<34} {sname:<8} {results[wname][sname][-1]:>12,.0f} ops/s", flush=True)
         print(f"\nMedians of {REPS} interleaved runs (ops/s; ratio to native in brackets)\n")
-        print(f"{'workload':<34} {'native':>12} {'libfuse 3.14':>20} {'fusebox':>20}  fusebox/libfuse")
+        names = ["libfuse"] + list(variants)
+        print(f"{'workload':<34} {'native':>11} " + " ".join(f"{n:>20}" for n in names))
         for wname, per in results.items():
             med = {s: statistics.median(v) for s, v in per.items()}
             n = med["native"]
-            cells = [f"{med[s]:>11,.0f} ({med[s] / n:.2f})" for s in ("libfuse", "fusebox")]
-            print(f"{wname:<34} {n:>12,.0f} {cells[0]:>20} {cells[1]:>20}  {med['fusebox'] / med['libfuse']:.2f}x")
-        print("\nfusebox stats of the stackfs mount:\n")
-        sh(FUSEBOX, "stats", mounts["fusebox"])
+            cells = [f"{med[s]:>11,.0f} ({med[s] / n:.2f})" for s in names]
+            print(f"{wname:<34} {n:>11,.0f} " + " ".join(f"{c:>20}" for c in cells))
+        print("\n(libfuse = Debian's libfuse 3.14 passthrough_ll, multithreaded; fusebox = stackfs)")
+        last = list(variants)[-1]
+        print(f"\nfusebox stats of the {last} mount:\n")
+        sh(FUSEBOX, "stats", mounts[last])
         with open(os.path.join(ROOT, "target/sidebyside.json"), "w") as f:
             json.dump(results, f, indent=1)
     finally:
         for p in procs:
             subprocess.run(["umount", "-l", mounts["libfuse"]])
             p.wait(timeout=10)
-        subprocess.run([FUSEBOX, "umount", mounts["fusebox"]])
+        for name in variants:
+            subprocess.run([FUSEBOX, "umount", mounts[name]])
         time.sleep(0.2)
         subprocess.run(["umount", "-l", native])
         subprocess.run(["rm", "-rf", work])

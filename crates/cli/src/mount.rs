@@ -35,7 +35,7 @@ OPTIONS for -o (comma-separated, as in libfuse):
            writeback_cache async_read/sync_read parallel_dirops/no_parallel_dirops
            readdirplus=yes|no|auto handle_killpriv_v2 splice_read splice_write
   caching: attr_timeout=SECS entry_timeout=SECS negative_timeout=SECS
-           direct_io keep_cache noflush
+           direct_io keep_cache noflush passthrough noxattr
 
 EXAMPLES:
   fusebox mount stackfs /srv/data /mnt/data -o allow_other,default_permissions

@@ -71,6 +71,15 @@ fn oflags(flags: i32, strip: i32) -> OFlags {
 }
 
 impl PathPassthrough {
+    /// ENOSYS makes the kernel stop sending xattr requests (`-o noxattr`).
+    fn no_xattr(&self) -> FsResult<()> {
+        if self.opts.noxattr {
+            Err(Errno::ENOSYS)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Serve `source`. Sets the process umask to 0: the kernel already
     /// applied the caller's umask to every mode we receive.
     pub fn new(source: &Path, opts: FsOptions) -> std::io::Result<PathPassthrough> {
@@ -372,21 +381,25 @@ impl PathFilesystem for PathPassthrough {
     }
 
     fn setxattr(&self, _: &Ctx, path: &Path, a: &Setxattr) -> FsResult<()> {
+        self.no_xattr()?;
         let flags = XattrFlags::from_bits(a.flags as _).ok_or(Errno::EINVAL)?;
         rustix::fs::lsetxattr(self.abs(path), a.name, a.value, flags).map_err(errno)
     }
 
     fn getxattr(&self, _: &Ctx, path: &Path, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
+        self.no_xattr()?;
         let p = self.abs(path);
         xattr_into(out, |buf| rustix::fs::lgetxattr(&p, name, buf))
     }
 
     fn listxattr(&self, _: &Ctx, path: &Path, out: &mut DataOut) -> FsResult<()> {
+        self.no_xattr()?;
         let p = self.abs(path);
         xattr_into(out, |buf| rustix::fs::llistxattr(&p, buf))
     }
 
     fn removexattr(&self, _: &Ctx, path: &Path, name: &OsStr) -> FsResult<()> {
+        self.no_xattr()?;
         rustix::fs::lremovexattr(self.abs(path), name).map_err(errno)
     }
 

@@ -75,6 +75,15 @@ fn proc_name(fd: &OwnedFd) -> CString {
 }
 
 impl StackFs {
+    /// ENOSYS makes the kernel stop sending xattr requests (`-o noxattr`).
+    fn no_xattr(&self) -> FsResult<()> {
+        if self.opts.fs.noxattr {
+            Err(Errno::ENOSYS)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Serve `source`. Sets the process umask to 0: the kernel already
     /// applied the caller's umask to every mode we receive.
     pub fn new(source: &Path, opts: StackOptions) -> std::io::Result<StackFs> {
@@ -521,6 +530,7 @@ impl Filesystem for StackFs {
     }
 
     fn setxattr(&self, _: &Ctx, node: NodeId, a: &Setxattr) -> FsResult<()> {
+        self.no_xattr()?;
         let flags = rustix::fs::XattrFlags::from_bits(a.flags as _).ok_or(Errno::EINVAL)?;
         let name = cstr(a.name)?;
         self.with_xattr_path(node, |p| {
@@ -529,6 +539,7 @@ impl Filesystem for StackFs {
     }
 
     fn getxattr(&self, _: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
+        self.no_xattr()?;
         if self.nodes.is_symlink(node) {
             return Err(Errno::ENODATA);
         }
@@ -539,6 +550,7 @@ impl Filesystem for StackFs {
     }
 
     fn listxattr(&self, _: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
+        self.no_xattr()?;
         if self.nodes.is_symlink(node) {
             return Ok(());
         }
@@ -548,6 +560,7 @@ impl Filesystem for StackFs {
     }
 
     fn removexattr(&self, _: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
+        self.no_xattr()?;
         if self.nodes.is_symlink(node) {
             return Err(Errno::ENODATA);
         }

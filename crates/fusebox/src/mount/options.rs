@@ -62,6 +62,10 @@ pub struct FsOptions {
     /// Let the kernel do file I/O on the backing file itself (stackable
     /// filesystems; FUSE_PASSTHROUGH, Linux 6.9+, root).
     pub passthrough: bool,
+    /// Serve no extended attributes: xattr requests get ENOSYS once and the
+    /// kernel stops sending them, including the security.capability probe
+    /// it otherwise makes before every write.
+    pub noxattr: bool,
 }
 
 /// Everything `-o` can say.
@@ -173,6 +177,7 @@ impl Options {
             "keep_cache" => self.fs.keep_cache = true,
             "noflush" => self.fs.noflush = true,
             "passthrough" => self.fs.passthrough = true,
+            "noxattr" => self.fs.noxattr = true,
             _ => {
                 return Err(Error::BadOption {
                     option: opt.into(),
