@@ -1,5 +1,6 @@
 //! `fusebox`: mount example filesystems, read live statistics, unmount.
 
+mod bench;
 mod mount;
 mod stats;
 
@@ -34,6 +35,9 @@ enum Command {
     Stats(stats::StatsArgs),
     /// List the FUSE mounts of this machine.
     List,
+    /// Run the papers' workloads on native, fusebox and peer frameworks
+    /// side by side, and write a report.
+    Bench(bench::BenchArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -76,6 +80,7 @@ fn main() -> Result<()> {
                 .with_context(|| format!("unmounting {}", mp.display()))
         }
         Command::Stats(args) => stats::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::List => {
             for m in fusebox::mount::fuse_mounts() {
                 println!(

@@ -1,0 +1,352 @@
+//! Running one workload once on one mounted subject: fio where fio can
+//! express it, our own engine for the rest.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::workload::*;
+
+/// What one repetition measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// ops/s, or microseconds for latency workloads.
+    pub value: f64,
+    /// CPU seconds the workload used (fio's or our own threads').
+    pub workload_cpu_s: f64,
+}
+
+/// Files a workload reads must exist before the run, identical for every
+/// subject: they are laid out once on the backing directory.
+pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
+    match &w.kind {
+        Kind::Fio(f) if f.rw.is_read() => {
+            let dir = dataset_dir(backing, w);
+            fs::create_dir_all(&dir)?;
+            for i in 0..fio_files(f) {
+                let p = dir.join(format!("f{i}"));
+                if fs::metadata(&p).map(|m| m.len()).unwrap_or(0) != f.size {
+                    write_pattern(&p, f.size)?;
+                }
+            }
+            Ok(())
+        }
+        Kind::Files(f)
+            if matches!(
+                f.phase,
+                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete
+            ) =>
+        {
+            make_files(&dataset_dir(backing, w), f.count, f.file_size)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Undo what a run changed, so the next subject starts from the same state.
+pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
+    let dir = dataset_dir(backing, w);
+    match &w.kind {
+        Kind::Fio(f) if f.rw.is_read() => Ok(()),
+        Kind::Files(f) if matches!(f.phase, FilesPhase::Stat | FilesPhase::Read) => Ok(()),
+        _ => {
+            if dir.exists() {
+                fs::remove_dir_all(&dir)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn dataset_dir(root: &Path, w: &Workload) -> PathBuf {
+    root.join(w.name.replace('/', "_"))
+}
+
+fn fio_files(f: &Fio) -> u32 {
+    if f.file_per_thread {
+        f.threads
+    } else {
+        1
+    }
+}
+
+fn write_pattern(p: &Path, size: u64) -> Result<()> {
+    let mut f = File::create(p)?;
+    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+fn make_files(dir: &Path, count: u32, size: u64) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    let data = vec![b'x'; size as usize];
+    for i in 0..count {
+        let p = dir.join(format!("f{i}"));
+        if !p.exists() {
+            fs::write(&p, &data)?;
+        }
+    }
+    Ok(())
+}
+
+/// Run workload `w` once in `dir` (the subject's view of the backing dir).
+pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
+    let work = dataset_dir(dir, w);
+    match &w.kind {
+        Kind::Fio(f) => run_fio(f, &work),
+        Kind::Files(f) => run_files(f, &work),
+        Kind::FxMark {
+            bench,
+            threads,
+            runtime,
+        } => run_fxmark(*bench, *threads, *runtime, &work),
+        Kind::Latency { op, count } => run_latency(*op, *count, dir),
+        Kind::Macro {
+            personality,
+            threads,
+            files,
+            runtime,
+        } => crate::personality::run(*personality, *threads, *files, *runtime, &work),
+    }
+}
+
+fn run_fio(f: &Fio, dir: &Path) -> Result<Sample> {
+    fs::create_dir_all(dir)?;
+    let names: Vec<String> = (0..fio_files(f)).map(|i| format!("f{i}")).collect();
+    let mut cmd = Command::new("fio");
+    cmd.arg("--name=w")
+        .arg(format!("--directory={}", dir.display()))
+        .arg(format!("--rw={}", f.rw.fio_name()))
+        .arg(format!("--bs={}", f.bs))
+        .arg(format!("--size={}", f.size))
+        .arg(format!("--numjobs={}", f.threads))
+        .arg(format!("--runtime={}", f.runtime.as_secs_f64()))
+        .arg("--time_based")
+        .arg("--ioengine=psync")
+        .arg("--group_reporting")
+        .arg("--output-format=json")
+        .arg(format!("--direct={}", u8::from(f.direct)));
+    if f.file_per_thread {
+        // fio names a job's file <name>.<job>.0 by default; fix it to ours.
+        cmd.arg("--filename_format=f$jobnum");
+    } else {
+        cmd.arg(format!("--filename={}", names[0]));
+    }
+    if f.fsync_at_end {
+        cmd.arg("--end_fsync=1");
+    }
+    if f.fdatasync_every_write {
+        cmd.arg("--fdatasync=1");
+    }
+    let out = cmd
+        .output()
+        .context("running fio (install it with: apt-get install fio)")?;
+    if !out.status.success() {
+        bail!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("parsing fio's JSON")?;
+    let job = &v["jobs"][0];
+    let side = if f.rw.is_read() { "read" } else { "write" };
+    let iops = job[side]["iops"].as_f64().context("fio reported no iops")?;
+    let secs = job["job_runtime"].as_f64().unwrap_or(0.0) / 1000.0;
+    let cpu = (job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0))
+        / 100.0
+        * secs;
+    Ok(Sample {
+        value: iops,
+        workload_cpu_s: cpu,
+    })
+}
+
+/// CPU seconds this process has used, for in-process workloads.
+fn self_cpu() -> f64 {
+    crate::subject::process_cpu_seconds(std::process::id()).unwrap_or(0.0)
+}
+
+/// Run `per_thread(thread index)` on `threads` threads; returns the total
+/// operations per second and CPU seconds.
+pub(crate) fn parallel(
+    threads: u32,
+    per_thread: impl Fn(u32) -> Result<u64> + Sync,
+) -> Result<Sample> {
+    let cpu0 = self_cpu();
+    let start = Instant::now();
+    let ops = std::thread::scope(|s| {
+        let per_thread = &per_thread;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| s.spawn(move || per_thread(t)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("workload thread panicked"))
+            .sum::<Result<u64>>()
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    Ok(Sample {
+        value: ops as f64 / secs,
+        workload_cpu_s: self_cpu() - cpu0,
+    })
+}
+
+fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
+    fs::create_dir_all(dir)?;
+    let per = f.count / f.threads;
+    let data = vec![b'x'; f.file_size as usize];
+    parallel(f.threads, |t| {
+        let mut buf = vec![0u8; f.file_size as usize + 1];
+        for i in t * per..(t + 1) * per {
+            let p = dir.join(format!("f{i}"));
+            match f.phase {
+                FilesPhase::Create => {
+                    let mut file = OpenOptions::new()
+                        .create(true)
+                        .truncate(true)
+                        .write(true)
+                        .open(&p)?;
+                    file.write_all(&data)?;
+                }
+                FilesPhase::Stat => {
+                    fs::metadata(&p)?;
+                }
+                FilesPhase::Read => {
+                    // One read of the whole (small) file, as Vangoor's files-rd.
+                    let n = File::open(&p)?.read(&mut buf)?;
+                    if n as u64 != f.file_size {
+                        bail!("{}: read {n} bytes, expected {}", p.display(), f.file_size);
+                    }
+                }
+                FilesPhase::Delete => fs::remove_file(&p)?,
+            }
+        }
+        Ok(per as u64)
+    })
+}
+
+/// FxMark: each thread repeats its operation until the runtime ends.
+fn run_fxmark(bench: FxMark, threads: u32, runtime: Duration, dir: &Path) -> Result<Sample> {
+    use FxMark::*;
+    fs::create_dir_all(dir)?;
+    let shared = dir.join("shared");
+    fs::create_dir_all(&shared)?;
+    let private = |t: u32| dir.join(format!("t{t}"));
+    // Datasets for the read and unlink variants.
+    const LIST_FILES: u32 = 1000;
+    const UNLINK_FILES: u32 = 20_000;
+    match bench {
+        Mrdl => (0..threads).try_for_each(|t| make_files(&private(t), LIST_FILES, 0))?,
+        Mrdm => make_files(&shared, LIST_FILES, 0)?,
+        Mwul => {
+            (0..threads).try_for_each(|t| make_files(&private(t), UNLINK_FILES / threads, 0))?
+        }
+        Mwum => make_files(&shared, UNLINK_FILES, 0)?,
+        Mrpl => (0..threads).try_for_each(|t| make_files(&private(t).join("a/b/c"), 1, 0))?,
+        Mrpm => make_files(&shared.join("a/b/c"), threads, 0)?,
+        Mrph => make_files(&shared.join("a/b/c"), 1, 0)?,
+        Mwcl => (0..threads).try_for_each(|t| fs::create_dir_all(private(t)))?,
+        Mwcm => {}
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(runtime);
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let counter = AtomicU64::new(0);
+    let r = parallel(threads, |t| {
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            match bench {
+                Mwcl => {
+                    File::create(private(t).join(format!("n{n}")))?;
+                }
+                Mwcm => {
+                    let id = counter.fetch_add(1, Ordering::Relaxed);
+                    File::create(shared.join(format!("n{id}")))?;
+                }
+                Mrdl => {
+                    fs::read_dir(private(t))?.count();
+                }
+                Mrdm => {
+                    fs::read_dir(&shared)?.count();
+                }
+                Mwul => {
+                    if fs::remove_file(private(t).join(format!("f{n}"))).is_err() {
+                        break;
+                    }
+                }
+                Mwum => {
+                    let id = counter.fetch_add(1, Ordering::Relaxed);
+                    if fs::remove_file(shared.join(format!("f{id}"))).is_err() {
+                        break;
+                    }
+                }
+                Mrpl => {
+                    File::open(private(t).join("a/b/c/f0"))?;
+                }
+                Mrpm => {
+                    File::open(shared.join(format!("a/b/c/f{t}")))?;
+                }
+                Mrph => {
+                    File::open(shared.join("a/b/c/f0"))?;
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = timer.join();
+    r
+}
+
+/// Median latency of one operation, in microseconds.
+fn run_latency(op: LatencyOp, count: u32, dir: &Path) -> Result<Sample> {
+    let cpu0 = self_cpu();
+    let mut times = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let t = Instant::now();
+        match op {
+            LatencyOp::Create => {
+                OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true)
+                    .mode(0o644)
+                    .open(dir.join(format!("lat{i}")))?;
+            }
+            LatencyOp::Getattr => {
+                fs::metadata(dir)?;
+            }
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    if op == LatencyOp::Create {
+        for i in 0..count {
+            let _ = fs::remove_file(dir.join(format!("lat{i}")));
+        }
+    }
+    Ok(Sample {
+        value: crate::results::median(&times).unwrap_or(0.0),
+        workload_cpu_s: self_cpu() - cpu0,
+    })
+}

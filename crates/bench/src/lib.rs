@@ -1,0 +1,22 @@
+//! `fusebox bench`: the source papers' workloads, run side by side on the
+//! native filesystem, fusebox and peer frameworks, in one interleaved run.
+//!
+//! - [`workload`]: the named, versioned suites;
+//! - [`subject`] and [`peers`]: what is measured, each mounted over the same
+//!   backing directory;
+//! - [`engine`] and [`personality`]: running one workload once (fio, or our
+//!   own engine for metadata, FxMark, latency and filebench personalities);
+//! - [`runner`]: repetitions, interleaving, CPU time, statistics;
+//! - [`results`] and [`report`]: the JSON schema, the terminal table, the
+//!   Markdown report with SVG charts.
+
+#![deny(unsafe_code)]
+
+pub mod engine;
+pub mod peers;
+pub mod personality;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod subject;
+pub mod workload;

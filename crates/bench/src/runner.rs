@@ -1,0 +1,478 @@
+//! Orchestration: subjects x workloads x repetitions, interleaved.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::engine;
+use crate::results::*;
+use crate::subject::{Fusebox, Native, Subject};
+use crate::workload::{self, Target, Workload};
+
+/// Where the backing directory lives.
+#[derive(Clone, Debug)]
+pub enum Backing {
+    /// A tmpfs mounted for the run: on a memory backend the framework's own
+    /// cost shows (the default).
+    Tmpfs,
+    /// A directory on a real filesystem (e.g. ext4 on the disk).
+    Dir(PathBuf),
+}
+
+pub struct BenchOptions {
+    pub suite: String,
+    /// Where builds and mountpoints go (kept between runs: peer builds are cached).
+    pub workdir: PathBuf,
+    pub backing: Backing,
+    pub repetitions: Option<u32>,
+    /// Only workloads whose name contains this.
+    pub filter: Option<String>,
+    /// Build and run the peers (libfuse, fuser, go-fuse).
+    pub peers: bool,
+    /// The `fusebox` binary that serves fusebox subjects.
+    pub fusebox_bin: PathBuf,
+    pub progress: bool,
+}
+
+/// A subject and whether it could be prepared.
+struct Prepared {
+    subject: Box<dyn Subject>,
+    info: SubjectInfo,
+}
+
+fn prepare(mut s: Box<dyn Subject>, workdir: &Path) -> Prepared {
+    let mut info = s.info();
+    if let Err(e) = s.prepare(workdir) {
+        info.unavailable = Some(format!("{e:#}"));
+    }
+    Prepared { subject: s, info }
+}
+
+fn fusebox_subject(
+    bin: &Path,
+    name: &str,
+    desc: &str,
+    fs: &str,
+    args: &[&str],
+    source: bool,
+) -> Box<dyn Subject> {
+    Box::new(Fusebox {
+        name: name.into(),
+        description: desc.into(),
+        fs: fs.into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        takes_source: source,
+        needs_uring: args.contains(&"uring"),
+        binary: bin.to_path_buf(),
+    })
+}
+
+fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
+    let b = &o.fusebox_bin;
+    let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
+    if o.peers {
+        v.extend(crate::peers::all());
+    }
+    v.push(fusebox_subject(
+        b,
+        "fusebox",
+        "fusebox stackfs, classic /dev/fuse transport",
+        "stackfs",
+        &["--transport", "classic", "-o", "allow_other"],
+        true,
+    ));
+    v.push(fusebox_subject(
+        b,
+        "fusebox-uring",
+        "fusebox stackfs, FUSE-over-io_uring",
+        "stackfs",
+        &["--transport", "uring", "-o", "allow_other"],
+        true,
+    ));
+    v.push(fusebox_subject(
+        b,
+        "fusebox-uring-pt",
+        "fusebox stackfs, io_uring + passthrough",
+        "stackfs",
+        &["--transport", "uring", "-o", "allow_other,passthrough"],
+        true,
+    ));
+    v
+}
+
+fn nullfs_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
+    let b = &o.fusebox_bin;
+    vec![
+        Box::new(Native),
+        fusebox_subject(
+            b,
+            "fusebox-nullfs",
+            "fusebox nullfs, classic, attr timeout 0",
+            "nullfs",
+            &[
+                "--transport",
+                "classic",
+                "-o",
+                "attr_timeout=0,entry_timeout=0",
+            ],
+            false,
+        ),
+        fusebox_subject(
+            b,
+            "fusebox-nullfs-uring",
+            "fusebox nullfs, io_uring, attr timeout 0",
+            "nullfs",
+            &[
+                "--transport",
+                "uring",
+                "-o",
+                "attr_timeout=0,entry_timeout=0",
+            ],
+            false,
+        ),
+        fusebox_subject(
+            b,
+            "fusebox-nullfs-uring-adaptive",
+            "fusebox nullfs, io_uring, adaptive polling",
+            "nullfs",
+            &[
+                "--transport",
+                "uring",
+                "--poll",
+                "adaptive",
+                "-o",
+                "attr_timeout=0,entry_timeout=0",
+            ],
+            false,
+        ),
+    ]
+}
+
+fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
+    let b = &o.fusebox_bin;
+    let common = ["--profile", profile, "--files", "1", "--size", "256M"];
+    let with = |t: &'static str| -> Vec<&str> {
+        common.iter().copied().chain(["--transport", t]).collect()
+    };
+    vec![
+        fusebox_subject(
+            b,
+            &format!("timingfs-{profile}"),
+            &format!("fusebox timingfs {profile}, classic"),
+            "timingfs",
+            &with("classic"),
+            false,
+        ),
+        fusebox_subject(
+            b,
+            &format!("timingfs-{profile}-uring"),
+            &format!("fusebox timingfs {profile}, io_uring"),
+            "timingfs",
+            &with("uring"),
+            false,
+        ),
+    ]
+}
+
+fn machine(backing: &str) -> Machine {
+    let uname = rustix::system::uname();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_default();
+    let mem_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0);
+    let commit = std::process::Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "describe",
+            "--always",
+            "--dirty",
+            "--abbrev=12",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        kernel: uname.release().to_string_lossy().into_owned(),
+        cpu_model,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_gib: (mem_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        backing: backing.into(),
+        fusebox_commit: commit,
+    }
+}
+
+fn now_rfc3339() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A tmpfs for the backing directory, unmounted on drop.
+struct TmpfsGuard(PathBuf);
+impl Drop for TmpfsGuard {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+fn drop_caches() {
+    rustix::fs::sync();
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+}
+
+fn merge_stats(into: &mut Option<fusebox::stats::Snapshot>, s: fusebox::stats::Snapshot) {
+    match into {
+        None => *into = Some(s),
+        Some(acc) => {
+            for op in s.ops {
+                match acc.ops.iter_mut().find(|o| o.opcode == op.opcode) {
+                    Some(a) => {
+                        a.count += op.count;
+                        a.errors += op.errors;
+                        a.total_ns += op.total_ns;
+                        for (x, y) in a.bins.iter_mut().zip(&op.bins) {
+                            *x += y;
+                        }
+                    }
+                    None => acc.ops.push(op),
+                }
+            }
+        }
+    }
+}
+
+pub fn run(o: &BenchOptions) -> Result<BenchResults> {
+    let Some(suite) = workload::suite(&o.suite) else {
+        bail!(
+            "unknown suite {:?}; choose one of {}",
+            o.suite,
+            workload::SUITES.join(", ")
+        );
+    };
+    let workloads: Vec<Workload> = suite
+        .workloads
+        .into_iter()
+        .filter(|w| {
+            o.filter
+                .as_ref()
+                .is_none_or(|f| w.name.contains(f.as_str()))
+        })
+        .collect();
+    if workloads.is_empty() {
+        bail!("no workload of suite {} matches the filter", o.suite);
+    }
+    let reps = o.repetitions.unwrap_or(suite.repetitions).max(1);
+    std::fs::create_dir_all(&o.workdir)
+        .with_context(|| format!("creating {}", o.workdir.display()))?;
+    let (backing, _tmpfs, backing_desc) = match &o.backing {
+        Backing::Tmpfs => {
+            let dir = o.workdir.join("backing");
+            std::fs::create_dir_all(&dir)?;
+            let _ = rustix::mount::unmount(&dir, rustix::mount::UnmountFlags::DETACH);
+            rustix::mount::mount(
+                "tmpfs",
+                &dir,
+                "tmpfs",
+                rustix::mount::MountFlags::empty(),
+                Some(c"size=8g,mode=0755"),
+            )
+            .with_context(|| format!("mounting a tmpfs at {} (needs root)", dir.display()))?;
+            (dir.clone(), Some(TmpfsGuard(dir)), "tmpfs".to_string())
+        }
+        Backing::Dir(d) => {
+            std::fs::create_dir_all(d)?;
+            (d.clone(), None, format!("directory {}", d.display()))
+        }
+    };
+
+    // Subjects per target, prepared once.
+    let mut groups: Vec<(Target, Vec<Prepared>)> = vec![];
+    for w in &workloads {
+        if groups.iter().any(|(t, _)| *t == w.target) {
+            continue;
+        }
+        let subjects = match &w.target {
+            Target::Backing => backing_subjects(o),
+            Target::NullFs => nullfs_subjects(o),
+            Target::TimingFs { profile } => timingfs_subjects(o, profile),
+        };
+        groups.push((
+            w.target.clone(),
+            subjects
+                .into_iter()
+                .map(|s| prepare(s, &o.workdir))
+                .collect(),
+        ));
+    }
+    let subjects_of = |t: &Target| -> &Vec<Prepared> {
+        &groups
+            .iter()
+            .find(|(g, _)| g == t)
+            .expect("prepared above")
+            .1
+    };
+
+    let total: u64 = workloads
+        .iter()
+        .map(|w| {
+            subjects_of(&w.target)
+                .iter()
+                .filter(|p| p.info.unavailable.is_none())
+                .count() as u64
+        })
+        .sum::<u64>()
+        * reps as u64;
+    let bar = if o.progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+
+    let mut results: Vec<WorkloadResult> = workloads
+        .iter()
+        .map(|w| WorkloadResult {
+            name: w.name.clone(),
+            group: w.group.into(),
+            description: w.description.clone(),
+            unit: w.unit().into(),
+            threads: w.threads(),
+            per_subject: subjects_of(&w.target)
+                .iter()
+                .filter(|p| p.info.unavailable.is_none())
+                .map(|p| SubjectRuns {
+                    subject: p.info.name.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+        })
+        .collect();
+
+    for w in &workloads {
+        if w.target == Target::Backing {
+            engine::prepare_dataset(w, &backing)
+                .with_context(|| format!("preparing the dataset of {}", w.name))?;
+        }
+    }
+    // Interleaved: every repetition runs every subject once per workload
+    // (A B C A B C ...), so slow drifts of a shared machine hit all alike.
+    for rep in 0..reps {
+        for (wi, w) in workloads.iter().enumerate() {
+            for p in subjects_of(&w.target)
+                .iter()
+                .filter(|p| p.info.unavailable.is_none())
+            {
+                bar.set_message(format!(
+                    "rep {}/{reps} {} on {}",
+                    rep + 1,
+                    w.name,
+                    p.info.name
+                ));
+                let runs = results[wi]
+                    .per_subject
+                    .iter_mut()
+                    .find(|r| r.subject == p.info.name)
+                    .expect("listed");
+                match run_one(w, p, &backing, &o.workdir) {
+                    Ok((sample, daemon_cpu, stats)) => {
+                        runs.values.push(sample.value);
+                        runs.workload_cpu_s.push(sample.workload_cpu_s);
+                        if let Some(c) = daemon_cpu {
+                            runs.daemon_cpu_s.push(c);
+                        }
+                        if let Some(s) = stats {
+                            merge_stats(&mut runs.stats, s);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(workload = %w.name, subject = %p.info.name, error = %format!("{e:#}"), "run failed");
+                        runs.error = Some(format!("{e:#}"));
+                    }
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+
+    let mut subjects: Vec<SubjectInfo> = vec![];
+    for (_, ps) in &groups {
+        for p in ps {
+            if !subjects.iter().any(|s| s.name == p.info.name) {
+                subjects.push(p.info.clone());
+            }
+        }
+    }
+    Ok(BenchResults {
+        schema: SCHEMA,
+        suite: suite.name.into(),
+        suite_version: suite.version,
+        started: now_rfc3339(),
+        machine: machine(&backing_desc),
+        repetitions: reps,
+        subjects,
+        workloads: results,
+    })
+}
+
+type RunOutput = (
+    engine::Sample,
+    Option<f64>,
+    Option<fusebox::stats::Snapshot>,
+);
+
+fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result<RunOutput> {
+    if w.target == Target::Backing {
+        // Workloads that consume their dataset (files-del) need it back
+        // before every run; existing files are kept, so this is cheap.
+        engine::prepare_dataset(w, backing)?;
+    }
+    let mnt = workdir.join(format!("mnt-{}", p.info.name));
+    std::fs::create_dir_all(&mnt)?;
+    let mounted = p
+        .subject
+        .mount(backing, &mnt)
+        .with_context(|| format!("mounting {}", p.info.name))?;
+    if w.drop_caches {
+        drop_caches();
+    }
+    let cpu0 = mounted.daemon_cpu_seconds();
+    let sample = engine::run(w, &mounted.dir);
+    let daemon_cpu = match (cpu0, mounted.daemon_cpu_seconds()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let stats = mounted
+        .fusebox_mount
+        .as_ref()
+        .and_then(|m| fusebox::stats::fetch(m).ok());
+    drop(mounted);
+    // Give a lazily unmounted daemon's last requests time to land before
+    // the backing directory is reset.
+    std::thread::sleep(Duration::from_millis(20));
+    if w.target == Target::Backing {
+        engine::reset_after(w, backing)?;
+    }
+    Ok((sample?, daemon_cpu, stats))
+}

@@ -1,0 +1,205 @@
+//! Subjects: the filesystems a workload runs on. Each mounts over the same
+//! backing directory, so every subject sees the same dataset.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::results::SubjectInfo;
+
+/// A subject mounted and ready for a workload. Dropping it unmounts.
+pub struct Mounted {
+    /// Where the workload runs.
+    pub dir: PathBuf,
+    /// The daemon's pid, for its CPU time (None for native).
+    pub daemon_pid: Option<u32>,
+    /// Set for fusebox subjects: `fusebox stats` reads this mountpoint.
+    pub fusebox_mount: Option<PathBuf>,
+    child: Option<Child>,
+    unmount: Option<PathBuf>,
+}
+
+impl Mounted {
+    pub fn native(dir: &Path) -> Mounted {
+        Mounted {
+            dir: dir.to_path_buf(),
+            daemon_pid: None,
+            fusebox_mount: None,
+            child: None,
+            unmount: None,
+        }
+    }
+
+    /// A daemon process serving `mnt`; it is unmounted and reaped on drop.
+    pub fn daemon(mnt: &Path, child: Child) -> Mounted {
+        Mounted {
+            dir: mnt.to_path_buf(),
+            daemon_pid: Some(child.id()),
+            fusebox_mount: None,
+            child: Some(child),
+            unmount: Some(mnt.to_path_buf()),
+        }
+    }
+
+    /// CPU seconds (user + system) the daemon has used so far.
+    pub fn daemon_cpu_seconds(&self) -> Option<f64> {
+        self.daemon_pid.and_then(process_cpu_seconds)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mnt) = self.unmount.take() {
+            let _ = fusebox::mount::unmount_path(&mnt, false);
+        }
+        if let Some(mut child) = self.child.take() {
+            // A lazily unmounted daemon exits by itself; give it a moment.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// user+system CPU seconds of a process, from /proc/PID/stat.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the ")" that closes the command name; utime and stime
+    // are fields 14 and 15 of the whole line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // Linux has used USER_HZ = 100 on every architecture for decades.
+    100.0
+}
+
+/// Wait until `mnt` shows up in mountinfo (a FUSE mount), or the daemon dies.
+pub fn wait_for_mount(mnt: &Path, child: &mut Child, timeout: Duration) -> Result<()> {
+    let canon = std::fs::canonicalize(mnt).unwrap_or(mnt.to_path_buf());
+    let deadline = Instant::now() + timeout;
+    loop {
+        if fusebox::mount::fuse_mounts()
+            .iter()
+            .any(|m| m.mountpoint == canon)
+        {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the daemon exited before mounting ({status})");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("{} did not mount within {timeout:?}", mnt.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Start `cmd` as a daemon serving `mnt` and wait for the mount.
+pub fn spawn_daemon(mut cmd: Command, mnt: &Path) -> Result<Mounted> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    wait_for_mount(mnt, &mut child, Duration::from_secs(20))?;
+    Ok(Mounted::daemon(mnt, child))
+}
+
+/// A filesystem under test.
+pub trait Subject: Send {
+    fn info(&self) -> SubjectInfo;
+    /// Build or locate what the subject needs, once per run. An error makes
+    /// the subject unavailable, with the error as the reason shown.
+    fn prepare(&mut self, workdir: &Path) -> Result<()>;
+    /// Serve `backing` at `mnt` (native ignores `mnt`).
+    fn mount(&self, backing: &Path, mnt: &Path) -> Result<Mounted>;
+}
+
+/// The backing directory itself.
+pub struct Native;
+
+impl Subject for Native {
+    fn info(&self) -> SubjectInfo {
+        SubjectInfo {
+            name: "native".into(),
+            description: "the backing directory, no FUSE".into(),
+            ..Default::default()
+        }
+    }
+    fn prepare(&mut self, _: &Path) -> Result<()> {
+        Ok(())
+    }
+    fn mount(&self, backing: &Path, _: &Path) -> Result<Mounted> {
+        Ok(Mounted::native(backing))
+    }
+}
+
+/// A fusebox example filesystem served by the `fusebox` binary.
+pub struct Fusebox {
+    pub name: String,
+    pub description: String,
+    /// `stackfs`, `nullfs`, `timingfs`, ...
+    pub fs: String,
+    /// Extra `fusebox mount` arguments (transport, -o options).
+    pub args: Vec<String>,
+    /// The fs takes the backing directory as its source.
+    pub takes_source: bool,
+    pub needs_uring: bool,
+    pub binary: PathBuf,
+}
+
+impl Subject for Fusebox {
+    fn info(&self) -> SubjectInfo {
+        SubjectInfo {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            is_fusebox: true,
+            ..Default::default()
+        }
+    }
+    fn prepare(&mut self, _: &Path) -> Result<()> {
+        if self.needs_uring {
+            fusebox::transport::uring::availability().map_err(anyhow::Error::msg)?;
+        }
+        if !self.binary.exists() {
+            bail!("fusebox binary {} not found", self.binary.display());
+        }
+        Ok(())
+    }
+    fn mount(&self, backing: &Path, mnt: &Path) -> Result<Mounted> {
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(["mount", &self.fs, "-f"]);
+        if self.takes_source {
+            cmd.arg(backing);
+        }
+        cmd.arg(mnt).args(&self.args);
+        let mut m = spawn_daemon(cmd, mnt)?;
+        m.fusebox_mount = Some(mnt.to_path_buf());
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_of_this_process_is_readable() {
+        let t = process_cpu_seconds(std::process::id()).unwrap();
+        assert!(t >= 0.0);
+    }
+}

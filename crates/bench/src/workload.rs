@@ -1,0 +1,631 @@
+//! Workload definitions and the named, versioned suites.
+//!
+//! Scaled to a 2-core machine and seconds per run, keeping each paper's
+//! shape (operation mix, I/O size, thread count, file count). Names are
+//! stable: a result is only comparable with the same suite name and version.
+
+use std::time::Duration;
+
+/// What kind of filesystem a workload runs on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// Every passthrough subject over the shared backing directory
+    /// (native, peers, fusebox stackfs variants).
+    Backing,
+    /// fusebox's nullfs (framework cost only), per transport; native
+    /// tmpfs as the baseline.
+    NullFs,
+    /// fusebox's timingfs with a latency profile, per transport.
+    TimingFs { profile: &'static str },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FioRw {
+    RandRead,
+    RandWrite,
+    SeqRead,
+    SeqWrite,
+}
+
+impl FioRw {
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            FioRw::RandRead => "randread",
+            FioRw::RandWrite => "randwrite",
+            FioRw::SeqRead => "read",
+            FioRw::SeqWrite => "write",
+        }
+    }
+    pub fn is_read(self) -> bool {
+        matches!(self, FioRw::RandRead | FioRw::SeqRead)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fio {
+    pub rw: FioRw,
+    pub bs: u64,
+    pub threads: u32,
+    /// One file shared by all threads, or one file per thread.
+    pub file_per_thread: bool,
+    /// Bytes per file.
+    pub size: u64,
+    pub direct: bool,
+    pub fsync_at_end: bool,
+    pub fdatasync_every_write: bool,
+    pub runtime: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FilesPhase {
+    Create,
+    Stat,
+    Read,
+    Delete,
+}
+
+/// Vangoor's files-cr/rd/del: many small files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Files {
+    pub phase: FilesPhase,
+    pub count: u32,
+    pub threads: u32,
+    pub file_size: u64,
+}
+
+/// FxMark metadata micro-benchmarks as RFUSE ran them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FxMark {
+    /// Create empty files, each thread in its own directory.
+    Mwcl,
+    /// Create empty files, all threads in one directory.
+    Mwcm,
+    /// List a directory, each thread its own.
+    Mrdl,
+    /// List one shared directory.
+    Mrdm,
+    /// Unlink files, each thread in its own directory.
+    Mwul,
+    /// Unlink files in one shared directory.
+    Mwum,
+    /// Resolve (open+close) paths of private files.
+    Mrpl,
+    /// Resolve paths of files in a shared directory.
+    Mrpm,
+    /// Resolve the same path from every thread.
+    Mrph,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LatencyOp {
+    /// open(O_CREAT)+close of a new name.
+    Create,
+    /// stat of the root (attr timeout 0: a GETATTR each time).
+    Getattr,
+}
+
+/// filebench personalities, implemented from their definitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Personality {
+    Fileserver,
+    Webserver,
+    Varmail,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    Fio(Fio),
+    Files(Files),
+    FxMark {
+        bench: FxMark,
+        threads: u32,
+        runtime: Duration,
+    },
+    Latency {
+        op: LatencyOp,
+        count: u32,
+    },
+    Macro {
+        personality: Personality,
+        threads: u32,
+        files: u32,
+        runtime: Duration,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    pub group: &'static str,
+    pub description: String,
+    pub target: Target,
+    pub kind: Kind,
+    /// Drop the kernel's caches before each repetition (Vangoor did).
+    pub drop_caches: bool,
+}
+
+impl Workload {
+    pub fn unit(&self) -> &'static str {
+        match self.kind {
+            Kind::Latency { .. } => "us",
+            _ => "ops/s",
+        }
+    }
+
+    pub fn threads(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Fio(f) => Some(f.threads),
+            Kind::Files(f) => Some(f.threads),
+            Kind::FxMark { threads, .. } | Kind::Macro { threads, .. } => Some(*threads),
+            Kind::Latency { .. } => None,
+        }
+    }
+}
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+fn size_name(bs: u64) -> String {
+    if bs >= MIB {
+        format!("{}m", bs / MIB)
+    } else {
+        format!("{}k", bs / KIB)
+    }
+}
+
+fn fio(group: &'static str, name: String, desc: String, f: Fio) -> Workload {
+    Workload {
+        name,
+        group,
+        description: desc,
+        target: Target::Backing,
+        kind: Kind::Fio(f),
+        drop_caches: true,
+    }
+}
+
+/// Vangoor et al.: rnd/seq read/write with 1 and 32 threads (scaled to 1
+/// and 4), one file or a file per thread, at 4K..1M; files-cr/rd/del.
+fn vangoor(scale: &Scale) -> Vec<Workload> {
+    let mut w = vec![];
+    let t = scale.runtime;
+    for bs in [4 * KIB, 32 * KIB, 128 * KIB, MIB] {
+        for (rw, th, per) in [
+            (FioRw::RandRead, 1, false),
+            (FioRw::RandRead, scale.many, false),
+            (FioRw::RandWrite, 1, false),
+            (FioRw::RandWrite, scale.many, false),
+            (FioRw::SeqRead, 1, false),
+            (FioRw::SeqRead, scale.many, false),
+            (FioRw::SeqRead, scale.many, true),
+            (FioRw::SeqWrite, 1, false),
+            (FioRw::SeqWrite, scale.many, true),
+        ] {
+            let kind = match rw {
+                FioRw::RandRead => "rnd-rd",
+                FioRw::RandWrite => "rnd-wr",
+                FioRw::SeqRead => "seq-rd",
+                FioRw::SeqWrite => "seq-wr",
+            };
+            let files = if per { th } else { 1 };
+            let name = format!("vangoor/{kind}-{th}th-{files}f-{}", size_name(bs));
+            let desc = format!(
+                "fio {} bs={} {th} thread(s), {files} file(s)",
+                rw.fio_name(),
+                size_name(bs)
+            );
+            w.push(fio(
+                "vangoor",
+                name,
+                desc,
+                Fio {
+                    rw,
+                    bs,
+                    threads: th,
+                    file_per_thread: per,
+                    size: scale.file_size,
+                    direct: false,
+                    fsync_at_end: false,
+                    fdatasync_every_write: false,
+                    runtime: t,
+                },
+            ));
+        }
+    }
+    for (phase, label) in [
+        (FilesPhase::Create, "cr"),
+        (FilesPhase::Read, "rd"),
+        (FilesPhase::Delete, "del"),
+    ] {
+        for th in [1, scale.many] {
+            w.push(Workload {
+                name: format!("vangoor/files-{label}-{th}th"),
+                group: "vangoor",
+                description: format!("{} files of 4 KiB, {th} thread(s)", scale.files),
+                target: Target::Backing,
+                kind: Kind::Files(Files {
+                    phase,
+                    count: scale.files,
+                    threads: th,
+                    file_size: 4 * KIB,
+                }),
+                drop_caches: true,
+            });
+        }
+    }
+    w
+}
+
+/// RFUSE: fio 128 KiB sequential (fsync at the end) and 4 KiB random
+/// (fdatasync after each write) with a thread sweep; FxMark; NullFS latency.
+fn rfuse(scale: &Scale) -> Vec<Workload> {
+    let mut w = vec![];
+    for th in &scale.sweep {
+        let th = *th;
+        for (rw, bs, label) in [
+            (FioRw::SeqRead, 128 * KIB, "seq-rd-128k"),
+            (FioRw::SeqWrite, 128 * KIB, "seq-wr-128k"),
+            (FioRw::RandRead, 4 * KIB, "rnd-rd-4k"),
+            (FioRw::RandWrite, 4 * KIB, "rnd-wr-4k"),
+        ] {
+            let random_write = rw == FioRw::RandWrite;
+            w.push(fio(
+                "rfuse",
+                format!("rfuse/{label}-{th}th"),
+                format!(
+                    "fio {} bs={} {th} thread(s), file per thread{}",
+                    rw.fio_name(),
+                    size_name(bs),
+                    if random_write {
+                        ", fdatasync per write"
+                    } else {
+                        ""
+                    }
+                ),
+                Fio {
+                    rw,
+                    bs,
+                    threads: th,
+                    file_per_thread: true,
+                    size: scale.file_size / 2,
+                    direct: false,
+                    fsync_at_end: rw == FioRw::SeqWrite,
+                    fdatasync_every_write: random_write,
+                    runtime: scale.runtime,
+                },
+            ));
+        }
+    }
+    use FxMark::*;
+    for (b, label) in [
+        (Mwcl, "MWCL"),
+        (Mwcm, "MWCM"),
+        (Mrdl, "MRDL"),
+        (Mrdm, "MRDM"),
+        (Mwul, "MWUL"),
+        (Mwum, "MWUM"),
+        (Mrpl, "MRPL"),
+        (Mrpm, "MRPM"),
+        (Mrph, "MRPH"),
+    ] {
+        for th in [1, scale.many] {
+            w.push(Workload {
+                name: format!("rfuse/fxmark-{label}-{th}th"),
+                group: "rfuse",
+                description: format!("FxMark {label}, {th} thread(s)"),
+                target: Target::Backing,
+                kind: Kind::FxMark {
+                    bench: b,
+                    threads: th,
+                    runtime: scale.runtime,
+                },
+                drop_caches: false,
+            });
+        }
+    }
+    w.extend(nullfs_latency(scale));
+    w
+}
+
+fn nullfs_latency(scale: &Scale) -> Vec<Workload> {
+    vec![
+        Workload {
+            name: "rfuse/nullfs-create-latency".into(),
+            group: "rfuse",
+            description: "median latency of open(O_CREAT)+close on nullfs (us)".into(),
+            target: Target::NullFs,
+            kind: Kind::Latency {
+                op: LatencyOp::Create,
+                count: scale.latency_ops,
+            },
+            drop_caches: false,
+        },
+        Workload {
+            name: "rfuse/nullfs-getattr-latency".into(),
+            group: "rfuse",
+            description: "median latency of stat with attr timeout 0 on nullfs (us)".into(),
+            target: Target::NullFs,
+            kind: Kind::Latency {
+                op: LatencyOp::Getattr,
+                count: scale.latency_ops,
+            },
+            drop_caches: false,
+        },
+    ]
+}
+
+/// XFUSE: TimingFS pmem and ssd profiles under random 4 KiB reads.
+fn xfuse(scale: &Scale) -> Vec<Workload> {
+    let mut w = vec![];
+    for profile in ["pmem", "ssd"] {
+        for th in [1, scale.many] {
+            w.push(Workload {
+                name: format!("xfuse/timingfs-{profile}-rnd-rd-4k-{th}th"),
+                group: "xfuse",
+                description: format!(
+                    "timingfs {profile} profile, fio randread 4 KiB direct, {th} thread(s)"
+                ),
+                target: Target::TimingFs { profile },
+                kind: Kind::Fio(Fio {
+                    rw: FioRw::RandRead,
+                    bs: 4 * KIB,
+                    threads: th,
+                    file_per_thread: false,
+                    size: 256 * MIB,
+                    direct: true,
+                    fsync_at_end: false,
+                    fdatasync_every_write: false,
+                    runtime: scale.runtime,
+                }),
+                drop_caches: false,
+            });
+        }
+    }
+    w
+}
+
+/// filebench's fileserver, webserver and varmail personalities.
+fn macro_suite(scale: &Scale) -> Vec<Workload> {
+    [
+        (Personality::Fileserver, "fileserver", 8),
+        (Personality::Webserver, "webserver", 8),
+        (Personality::Varmail, "varmail", 4),
+    ]
+    .into_iter()
+    .map(|(p, name, threads)| Workload {
+        name: format!("macro/{name}"),
+        group: "macro",
+        description: format!(
+            "filebench {name} personality, {threads} threads, {} files",
+            scale.macro_files
+        ),
+        target: Target::Backing,
+        kind: Kind::Macro {
+            personality: p,
+            threads,
+            files: scale.macro_files,
+            runtime: scale.runtime,
+        },
+        drop_caches: false,
+    })
+    .collect()
+}
+
+/// Sizes that make a suite fit its time budget.
+pub struct Scale {
+    pub runtime: Duration,
+    pub many: u32,
+    pub sweep: Vec<u32>,
+    pub file_size: u64,
+    pub files: u32,
+    pub latency_ops: u32,
+    pub macro_files: u32,
+}
+
+impl Scale {
+    /// 2-second runs keep `all` (about 600 workload-subject pairs, three
+    /// repetitions each) within 90 minutes on two cores.
+    fn full() -> Scale {
+        Scale {
+            runtime: Duration::from_secs(2),
+            many: 4,
+            sweep: vec![1, 2, 4, 8, 16, 32],
+            file_size: 256 * MIB,
+            files: 10_000,
+            latency_ops: 20_000,
+            macro_files: 1_000,
+        }
+    }
+}
+
+/// A named, versioned set of workloads.
+pub struct Suite {
+    pub name: &'static str,
+    pub version: u32,
+    pub repetitions: u32,
+    pub workloads: Vec<Workload>,
+}
+
+pub const SUITES: &[&str] = &["quick", "vangoor", "rfuse", "xfuse", "macro", "all"];
+
+pub fn suite(name: &str) -> Option<Suite> {
+    let s = Scale::full();
+    let (workloads, repetitions) = match name {
+        "quick" => (quick(), 3),
+        "vangoor" => (vangoor(&s), 3),
+        "rfuse" => (rfuse(&s), 3),
+        "xfuse" => (xfuse(&s), 3),
+        "macro" => (macro_suite(&s), 3),
+        "all" => (
+            [vangoor(&s), rfuse(&s), xfuse(&s), macro_suite(&s)].concat(),
+            3,
+        ),
+        _ => return None,
+    };
+    Some(Suite {
+        name: SUITES.iter().find(|n| **n == name)?,
+        version: 1,
+        repetitions,
+        workloads,
+    })
+}
+
+/// The README's demo: one workload of each kind, short runs.
+fn quick() -> Vec<Workload> {
+    // 1-second runs: seven subjects, three repetitions, under 3 minutes.
+    let s = Scale {
+        runtime: Duration::from_secs(1),
+        many: 2,
+        sweep: vec![1, 2],
+        file_size: 128 * MIB,
+        files: 2_000,
+        latency_ops: 5_000,
+        macro_files: 200,
+    };
+    let mut w = vec![];
+    for th in [1, 2] {
+        w.push(fio(
+            "quick",
+            format!("quick/rnd-rd-4k-direct-{th}th"),
+            format!("fio randread 4 KiB O_DIRECT, {th} thread(s)"),
+            Fio {
+                rw: FioRw::RandRead,
+                bs: 4 * KIB,
+                threads: th,
+                file_per_thread: false,
+                size: s.file_size,
+                direct: true,
+                fsync_at_end: false,
+                fdatasync_every_write: false,
+                runtime: s.runtime,
+            },
+        ));
+    }
+    w.push(fio(
+        "quick",
+        "quick/seq-wr-128k-1th".into(),
+        "fio sequential write 128 KiB, fsync at end".into(),
+        Fio {
+            rw: FioRw::SeqWrite,
+            bs: 128 * KIB,
+            threads: 1,
+            file_per_thread: true,
+            size: s.file_size,
+            direct: false,
+            fsync_at_end: true,
+            fdatasync_every_write: false,
+            runtime: s.runtime,
+        },
+    ));
+    for (phase, label) in [
+        (FilesPhase::Create, "cr"),
+        (FilesPhase::Stat, "stat"),
+        (FilesPhase::Delete, "del"),
+    ] {
+        w.push(Workload {
+            name: format!("quick/files-{label}-1th"),
+            group: "quick",
+            description: format!("{} files of 16 bytes", s.files),
+            target: Target::Backing,
+            kind: Kind::Files(Files {
+                phase,
+                count: s.files,
+                threads: 1,
+                file_size: 16,
+            }),
+            drop_caches: false,
+        });
+    }
+    w.push(Workload {
+        name: "quick/fxmark-MWCM-2th".into(),
+        group: "quick",
+        description: "FxMark MWCM: 2 threads create in one directory".into(),
+        target: Target::Backing,
+        kind: Kind::FxMark {
+            bench: FxMark::Mwcm,
+            threads: 2,
+            runtime: s.runtime,
+        },
+        drop_caches: false,
+    });
+    w.extend(nullfs_latency(&s).into_iter().map(|mut w| {
+        w.name = w.name.replace("rfuse/", "quick/");
+        w.group = "quick";
+        w
+    }));
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_are_named_versioned_and_unique() {
+        for name in SUITES {
+            let s = suite(name).unwrap();
+            assert_eq!(s.version, 1);
+            assert!(!s.workloads.is_empty(), "{name}");
+            let mut names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
+            names.sort();
+            let n = names.len();
+            names.dedup();
+            assert_eq!(n, names.len(), "duplicate workload names in {name}");
+        }
+        assert!(suite("nope").is_none());
+    }
+
+    #[test]
+    fn papers_shapes_are_kept() {
+        let v = suite("vangoor").unwrap();
+        assert!(v
+            .workloads
+            .iter()
+            .any(|w| w.name == "vangoor/seq-wr-4th-4f-1m"));
+        assert!(v
+            .workloads
+            .iter()
+            .any(|w| w.name == "vangoor/files-del-1th"));
+        let r = suite("rfuse").unwrap();
+        let sweep: Vec<u32> = r
+            .workloads
+            .iter()
+            .filter(|w| w.name.starts_with("rfuse/rnd-wr-4k-"))
+            .filter_map(|w| w.threads())
+            .collect();
+        assert_eq!(sweep, vec![1, 2, 4, 8, 16, 32]);
+        let Kind::Fio(f) = &r
+            .workloads
+            .iter()
+            .find(|w| w.name == "rfuse/rnd-wr-4k-1th")
+            .unwrap()
+            .kind
+        else {
+            panic!()
+        };
+        assert!(f.fdatasync_every_write && f.bs == 4096);
+        assert_eq!(
+            r.workloads
+                .iter()
+                .filter(|w| w.name.contains("fxmark"))
+                .count(),
+            18
+        );
+        assert!(suite("xfuse")
+            .unwrap()
+            .workloads
+            .iter()
+            .all(|w| matches!(w.target, Target::TimingFs { .. })));
+        assert_eq!(suite("macro").unwrap().workloads.len(), 3);
+        assert_eq!(
+            suite("quick")
+                .unwrap()
+                .workloads
+                .iter()
+                .find(|w| w.name.ends_with("getattr-latency"))
+                .unwrap()
+                .unit(),
+            "us"
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! The workload engine on a plain directory, with tiny sizes: every kind of
+//! workload runs, measures something, and cleans up after itself.
+
+use std::time::Duration;
+
+use fusebox_bench::engine;
+use fusebox_bench::workload::*;
+
+fn workload(name: &str, kind: Kind) -> Workload {
+    Workload {
+        name: name.into(),
+        group: "test",
+        description: String::new(),
+        target: Target::Backing,
+        kind,
+        drop_caches: false,
+    }
+}
+
+fn run_on_native(w: &Workload) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    engine::prepare_dataset(w, dir.path()).unwrap();
+    let s = engine::run(w, dir.path()).unwrap();
+    engine::reset_after(w, dir.path()).unwrap();
+    assert!(s.value > 0.0, "{}: {}", w.name, s.value);
+    assert!(s.workload_cpu_s >= 0.0);
+    // Nothing a run wrote is left, except a read dataset kept for reuse.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    let keeps_data = matches!(&w.kind, Kind::Fio(f) if f.rw.is_read())
+        || matches!(&w.kind, Kind::Files(f) if matches!(f.phase, FilesPhase::Stat | FilesPhase::Read));
+    assert!(keeps_data || left.is_empty(), "{} left {left:?}", w.name);
+    s.value
+}
+
+#[test]
+fn files_phases_run() {
+    for phase in [
+        FilesPhase::Create,
+        FilesPhase::Stat,
+        FilesPhase::Read,
+        FilesPhase::Delete,
+    ] {
+        run_on_native(&workload(
+            "t/files",
+            Kind::Files(Files {
+                phase,
+                count: 200,
+                threads: 2,
+                file_size: 64,
+            }),
+        ));
+    }
+}
+
+#[test]
+fn fxmark_benches_run() {
+    use FxMark::*;
+    for b in [Mwcl, Mwcm, Mrdl, Mrdm, Mwul, Mwum, Mrpl, Mrpm, Mrph] {
+        run_on_native(&workload(
+            &format!("t/fx-{b:?}"),
+            Kind::FxMark {
+                bench: b,
+                threads: 2,
+                runtime: Duration::from_millis(100),
+            },
+        ));
+    }
+}
+
+#[test]
+fn latency_and_personalities_run() {
+    let us = run_on_native(&workload(
+        "t/lat",
+        Kind::Latency {
+            op: LatencyOp::Getattr,
+            count: 200,
+        },
+    ));
+    assert!(
+        us < 10_000.0,
+        "a native stat takes microseconds, not {us} us"
+    );
+    run_on_native(&workload(
+        "t/lat-create",
+        Kind::Latency {
+            op: LatencyOp::Create,
+            count: 200,
+        },
+    ));
+    for p in [
+        Personality::Fileserver,
+        Personality::Webserver,
+        Personality::Varmail,
+    ] {
+        run_on_native(&workload(
+            &format!("t/{p:?}"),
+            Kind::Macro {
+                personality: p,
+                threads: 2,
+                files: 50,
+                runtime: Duration::from_millis(200),
+            },
+        ));
+    }
+}
+
+#[test]
+fn fio_runs_when_installed() {
+    if std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED fio_runs_when_installed: fio is not installed");
+        return;
+    }
+    for (rw, per) in [(FioRw::RandRead, false), (FioRw::SeqWrite, true)] {
+        let f = Fio {
+            rw,
+            bs: 4096,
+            threads: 2,
+            file_per_thread: per,
+            size: 1 << 20,
+            direct: false,
+            fsync_at_end: true,
+            fdatasync_every_write: false,
+            runtime: Duration::from_millis(300),
+        };
+        run_on_native(&workload("t/fio", Kind::Fio(f)));
+    }
+}

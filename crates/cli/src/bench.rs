@@ -1,0 +1,92 @@
+//! `fusebox bench`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fusebox_bench::runner::{self, Backing, BenchOptions};
+
+#[derive(Args)]
+#[command(after_help = "\
+SUITES: quick (under 3 minutes; the README's demo), vangoor, rfuse, xfuse, macro, all.
+SUBJECTS: native (the backing directory), libfuse 3.14 passthrough_ll, fuser and
+go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs
+over classic, io_uring and io_uring+passthrough; nullfs and timingfs where a
+workload calls for them. A subject that cannot be built or mounted is listed with
+the reason. Results: a table here, and results.json + report.md + charts/ in --out.")]
+pub struct BenchArgs {
+    /// Which suite to run.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Shorthand for --suite quick.
+    #[arg(long)]
+    pub quick: bool,
+    /// Repetitions per workload and subject (default: the suite's).
+    #[arg(long)]
+    pub reps: Option<u32>,
+    /// Only workloads whose name contains this.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Backing store: "tmpfs" (default) or a directory, e.g. one on ext4.
+    #[arg(long, default_value = "tmpfs")]
+    pub backing: String,
+    /// Skip building and running libfuse, fuser and go-fuse.
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Where results.json, report.md and charts/ go.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Builds, mountpoints and the tmpfs backing live here.
+    #[arg(long, default_value = "/var/tmp/fusebox-bench")]
+    pub workdir: PathBuf,
+    /// Also write the report to docs/benchmarks.md (+ docs/benchmarks/) of
+    /// this source tree.
+    #[arg(long)]
+    pub publish: bool,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let suite = if args.quick {
+        "quick".to_string()
+    } else {
+        args.suite.clone()
+    };
+    let opts = BenchOptions {
+        suite: suite.clone(),
+        workdir: args.workdir.clone(),
+        backing: if args.backing == "tmpfs" {
+            Backing::Tmpfs
+        } else {
+            Backing::Dir(args.backing.clone().into())
+        },
+        repetitions: args.reps,
+        filter: args.filter.clone(),
+        peers: !args.no_peers,
+        fusebox_bin: std::env::current_exe().context("locating the fusebox binary")?,
+        progress: true,
+    };
+    let results = runner::run(&opts).context("running the benchmark")?;
+    print!("{}", fusebox_bench::report::terminal_table(&results));
+    let out = args.out.unwrap_or_else(|| {
+        args.workdir
+            .join("results")
+            .join(format!("{suite}-{}", results.started.replace(':', "")))
+    });
+    let report = fusebox_bench::report::write_report(&results, &out)
+        .with_context(|| format!("writing the report to {}", out.display()))?;
+    println!(
+        "\nreport: {}\ndata:   {}",
+        report.display(),
+        out.join("results.json").display()
+    );
+    if args.publish {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let dir = docs.join("benchmarks");
+        let md = fusebox_bench::report::write_report(&results, &dir)?;
+        let text = std::fs::read_to_string(&md)?.replace("](charts/", "](benchmarks/charts/");
+        std::fs::write(docs.join("benchmarks.md"), text)?;
+        std::fs::remove_file(md)?;
+        println!("published: {}", docs.join("benchmarks.md").display());
+    }
+    Ok(())
+}
