@@ -105,6 +105,10 @@ fn make_files(dir: &Path, count: u32, size: u64) -> Result<()> {
 pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
     let work = dataset_dir(dir, w);
     match &w.kind {
+        // timingfs serves its own read-only files at the root.
+        Kind::Fio(f) if matches!(w.target, Target::TimingFs { .. }) => {
+            run_fio_on(f, dir, Some("file0"))
+        }
         Kind::Fio(f) => run_fio(f, &work),
         Kind::Files(f) => run_files(f, &work),
         Kind::FxMark {
@@ -124,7 +128,14 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
 
 fn run_fio(f: &Fio, dir: &Path) -> Result<Sample> {
     fs::create_dir_all(dir)?;
-    let names: Vec<String> = (0..fio_files(f)).map(|i| format!("f{i}")).collect();
+    run_fio_on(f, dir, None)
+}
+
+fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
+    let names: Vec<String> = match file {
+        Some(name) => vec![name.to_string()],
+        None => (0..fio_files(f)).map(|i| format!("f{i}")).collect(),
+    };
     let mut cmd = Command::new("fio");
     cmd.arg("--name=w")
         .arg(format!("--directory={}", dir.display()))
@@ -138,7 +149,10 @@ fn run_fio(f: &Fio, dir: &Path) -> Result<Sample> {
         .arg("--group_reporting")
         .arg("--output-format=json")
         .arg(format!("--direct={}", u8::from(f.direct)));
-    if f.file_per_thread {
+    if f.rw.is_read() {
+        cmd.arg("--readonly");
+    }
+    if f.file_per_thread && file.is_none() {
         // fio names a job's file <name>.<job>.0 by default; fix it to ours.
         cmd.arg("--filename_format=f$jobnum");
     } else {

@@ -190,10 +190,13 @@ fn varmail_loop(set: &Fileset, mean: u64, rng: &mut Rng, buf: &mut Vec<u8>) -> R
     f.sync_all()?;
     drop(f);
     let b = set.path(rng.below(set.files as u64) as u32);
+    // Another thread may delete it between the read and the append
+    // (filebench serializes fileset entries; we just skip that flowop).
     if read_whole(&b, buf).is_ok() {
-        let mut f = OpenOptions::new().append(true).open(&b)?;
-        f.write_all(&vec![b'm'; rng.size(mean) as usize])?;
-        f.sync_all()?;
+        if let Ok(mut f) = OpenOptions::new().append(true).open(&b) {
+            f.write_all(&vec![b'm'; rng.size(mean) as usize])?;
+            f.sync_all()?;
+        }
     }
     let c = set.path(rng.below(set.files as u64) as u32);
     let _ = read_whole(&c, buf);
