@@ -66,7 +66,13 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
 }
 
 fn dataset_dir(root: &Path, w: &Workload) -> PathBuf {
-    root.join(w.name.replace('/', "_"))
+    match &w.kind {
+        // Read datasets are shared by every workload reading files of that
+        // size (single-file ones use f0): one copy instead of one per
+        // workload keeps the whole suite within a tmpfs.
+        Kind::Fio(f) if f.rw.is_read() => root.join(format!("fio-data-{}", f.size)),
+        _ => root.join(w.name.replace('/', "_")),
+    }
 }
 
 fn fio_files(f: &Fio) -> u32 {

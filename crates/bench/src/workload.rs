@@ -287,7 +287,7 @@ fn rfuse(scale: &Scale) -> Vec<Workload> {
                     bs,
                     threads: th,
                     file_per_thread: true,
-                    size: scale.file_size / 2,
+                    size: scale.sweep_file_size,
                     direct: false,
                     fsync_at_end: rw == FioRw::SeqWrite,
                     fdatasync_every_write: random_write,
@@ -414,6 +414,8 @@ fn macro_suite(scale: &Scale) -> Vec<Workload> {
 /// Sizes that make a suite fit its time budget.
 pub struct Scale {
     pub runtime: Duration,
+    /// Per-thread file size in thread sweeps (up to 32 files at once).
+    pub sweep_file_size: u64,
     pub many: u32,
     pub sweep: Vec<u32>,
     pub file_size: u64,
