@@ -425,11 +425,12 @@ pub struct Scale {
 }
 
 impl Scale {
-    /// 2-second runs keep `all` (about 600 workload-subject pairs, three
-    /// repetitions each) within 90 minutes on two cores.
+    /// 1-second runs keep `all` (about 630 workload-subject pairs, three
+    /// repetitions each) near 50 minutes on two cores.
     fn full() -> Scale {
         Scale {
-            runtime: Duration::from_secs(2),
+            runtime: Duration::from_secs(1),
+            sweep_file_size: 32 * MIB,
             many: 4,
             sweep: vec![1, 2, 4, 8, 16, 32],
             file_size: 256 * MIB,
@@ -477,6 +478,7 @@ fn quick() -> Vec<Workload> {
     // 1-second runs: seven subjects, three repetitions, under 3 minutes.
     let s = Scale {
         runtime: Duration::from_secs(1),
+        sweep_file_size: 32 * MIB,
         many: 2,
         sweep: vec![1, 2],
         file_size: 128 * MIB,
