@@ -279,6 +279,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         bail!("no workload of suite {} matches the filter", o.suite);
     }
     let reps = o.repetitions.unwrap_or(suite.repetitions).max(1);
+    let started = now_rfc3339();
     std::fs::create_dir_all(&o.workdir)
         .with_context(|| format!("creating {}", o.workdir.display()))?;
     let (backing, _tmpfs, backing_desc) = match &o.backing {
@@ -428,7 +429,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         schema: SCHEMA,
         suite: suite.name.into(),
         suite_version: suite.version,
-        started: now_rfc3339(),
+        started,
         machine: machine(&backing_desc),
         repetitions: reps,
         subjects,

@@ -449,12 +449,15 @@ pub struct Suite {
     pub workloads: Vec<Workload>,
 }
 
-pub const SUITES: &[&str] = &["quick", "vangoor", "rfuse", "xfuse", "macro", "all"];
+pub const SUITES: &[&str] = &[
+    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "all",
+];
 
 pub fn suite(name: &str) -> Option<Suite> {
     let s = Scale::full();
     let (workloads, repetitions) = match name {
         "quick" => (quick(), 3),
+        "fastpath" => (fastpath(), 3),
         "vangoor" => (vangoor(&s), 3),
         "rfuse" => (rfuse(&s), 3),
         "xfuse" => (xfuse(&s), 3),
@@ -471,6 +474,56 @@ pub fn suite(name: &str) -> Option<Suite> {
         repetitions,
         workloads,
     })
+}
+
+/// The fast-path targets: 4 KiB O_DIRECT random reads (1, 2 threads) and
+/// writes, and create / stat / unlink of 15,000 files, psync, 5 s runs.
+fn fastpath() -> Vec<Workload> {
+    let direct = |rw: FioRw, th: u32| Fio {
+        rw,
+        bs: 4 * KIB,
+        threads: th,
+        file_per_thread: false,
+        size: 256 * MIB,
+        direct: true,
+        fsync_at_end: false,
+        fdatasync_every_write: false,
+        runtime: Duration::from_secs(5),
+    };
+    let mut w = vec![];
+    for (rw, label, ths) in [
+        (FioRw::RandRead, "rnd-rd", &[1u32, 2][..]),
+        (FioRw::RandWrite, "rnd-wr", &[1u32][..]),
+    ] {
+        for &th in ths {
+            w.push(fio(
+                "fastpath",
+                format!("fastpath/{label}-4k-direct-{th}th"),
+                format!("fio {} 4 KiB O_DIRECT psync, {th} thread(s)", rw.fio_name()),
+                direct(rw, th),
+            ));
+        }
+    }
+    for (phase, label) in [
+        (FilesPhase::Create, "create"),
+        (FilesPhase::Stat, "stat"),
+        (FilesPhase::Delete, "unlink"),
+    ] {
+        w.push(Workload {
+            name: format!("fastpath/{label}-15000"),
+            group: "fastpath",
+            description: "15,000 files (create: open O_CREAT, 16-byte write, close)".into(),
+            target: Target::Backing,
+            kind: Kind::Files(Files {
+                phase,
+                count: 15_000,
+                threads: 1,
+                file_size: 16,
+            }),
+            drop_caches: false,
+        });
+    }
+    w
 }
 
 /// The README's demo: one workload of each kind, short runs.

@@ -90,26 +90,35 @@ pub fn open_by_handle_at(
 /// caller's permissions. setfsuid(2) is per-thread; the guard restores root
 /// even if `f` panics.
 pub fn as_caller<R>(uid: u32, gid: u32, f: impl FnOnce() -> R) -> R {
-    struct Restore;
+    /// The thread's previous fs ids, put back on drop.
+    struct Restore {
+        uid: u32,
+        gid: u32,
+    }
     impl Drop for Restore {
         fn drop(&mut self) {
             // SAFETY: setfsuid/setfsgid take plain integers and only change
             // this thread's fs credentials; they cannot fail unsafely.
             unsafe {
-                libc::setfsuid(0);
-                libc::setfsgid(0);
+                libc::setfsuid(self.uid);
+                libc::setfsgid(self.gid);
             }
         }
     }
     if uid == 0 && gid == 0 {
         return f();
     }
-    // SAFETY: as above. The gid goes first: after the uid switch the thread
-    // keeps CAP_SETGID (not a filesystem capability), but order it anyway.
-    unsafe {
-        libc::setfsgid(gid);
-        libc::setfsuid(uid);
-    }
-    let _restore = Restore;
+    // SAFETY: as above; each call returns the previous value, which the
+    // guard restores (not 0: the daemon need not run as root). The gid goes
+    // first: after the uid switch the thread keeps CAP_SETGID (not a
+    // filesystem capability), but order it anyway.
+    let _restore = unsafe {
+        let gid_before = libc::setfsgid(gid) as u32;
+        let uid_before = libc::setfsuid(uid) as u32;
+        Restore {
+            uid: uid_before,
+            gid: gid_before,
+        }
+    };
     f()
 }

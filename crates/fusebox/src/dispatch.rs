@@ -1,9 +1,11 @@
 //! From a parsed request to a filesystem call to a reply: one exhaustive
 //! match, shared by every transport.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use fusebox_abi as abi;
@@ -40,8 +42,17 @@ pub struct Dispatcher<F> {
     parse: ParseConfig,
     notifier: Notifier,
     slots: Box<[InflightSlot]>,
+    /// INTERRUPTs whose target no worker had published yet (read on another
+    /// fd or queue, not yet started). Checked by `process` only while
+    /// non-empty, so the hot path touches one atomic, not the lock.
+    early_interrupts: Mutex<VecDeque<u64>>,
+    early_count: AtomicUsize,
     destroyed: AtomicBool,
 }
+
+/// How many early interrupts to remember (targets that already finished
+/// are never claimed; the oldest are dropped).
+const EARLY_INTERRUPTS: usize = 64;
 
 /// A request whose filesystem call is done and whose reply is not yet sent.
 pub struct Pending {
@@ -129,6 +140,8 @@ impl<F: Filesystem> Dispatcher<F> {
             slots: (0..workers.max(1))
                 .map(|_| InflightSlot::default())
                 .collect(),
+            early_interrupts: Mutex::new(VecDeque::new()),
+            early_count: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
         }
     }
@@ -207,7 +220,12 @@ impl<F: Filesystem> Dispatcher<F> {
         let opcode = req.opcode();
         let unique = req.unique();
         let slot = &self.slots[w.slot % self.slots.len()];
-        slot.current.store(unique, Ordering::Release);
+        // SeqCst pairs with `interrupt`: either it sees this slot, or this
+        // request sees its early record.
+        slot.current.store(unique, Ordering::SeqCst);
+        if self.early_count.load(Ordering::SeqCst) > 0 {
+            self.claim_early_interrupt(unique, slot);
+        }
 
         let ctx = Ctx {
             unique,
@@ -511,16 +529,46 @@ impl<F: Filesystem> Dispatcher<F> {
         })
     }
 
-    /// INTERRUPT: flag the worker serving `target`. If no worker has it yet
-    /// (it was read but not yet published), EAGAIN makes the kernel send
-    /// the interrupt again; if it already finished, the kernel drops that.
+    /// INTERRUPT: flag the worker serving `target`. A target no worker has
+    /// published yet (just read on another fd or queue) is remembered for
+    /// `process` to claim: an EAGAIN reply would not help, because the kernel
+    /// looks the target up only among requests read on the replying fd.
     fn interrupt(&self, target: u64) -> Result<Outcome, Errno> {
+        {
+            let mut early = self
+                .early_interrupts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if early.len() == EARLY_INTERRUPTS {
+                early.pop_front();
+            }
+            early.push_back(target);
+            self.early_count.store(early.len(), Ordering::SeqCst);
+        }
         for s in self.slots.iter() {
-            if s.current.load(Ordering::Acquire) == target {
+            if s.current.load(Ordering::SeqCst) == target {
                 s.interrupted.store(target, Ordering::Release);
-                return Ok(Outcome::NoReply);
+                let mut early = self
+                    .early_interrupts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                early.retain(|u| *u != target);
+                self.early_count.store(early.len(), Ordering::SeqCst);
+                break;
             }
         }
-        Err(Errno::EAGAIN)
+        Ok(Outcome::NoReply)
+    }
+
+    fn claim_early_interrupt(&self, unique: u64, slot: &InflightSlot) {
+        let mut early = self
+            .early_interrupts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(pos) = early.iter().position(|u| *u == unique) {
+            early.remove(pos);
+            self.early_count.store(early.len(), Ordering::SeqCst);
+            slot.interrupted.store(unique, Ordering::Release);
+        }
     }
 }

@@ -173,6 +173,7 @@ impl<F: Filesystem> Session<F> {
             };
             let live = live_workers.clone();
             let ucfg = cfg.uring;
+            let queue_mount = mount.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-uring-{q}"))
                 .spawn(move || {
@@ -184,7 +185,7 @@ impl<F: Filesystem> Session<F> {
                     // Built on its own thread: with single-issuer rings only the
                     // creating thread may submit.
                     let r = QueueRing::new(
-                        std::os::fd::AsFd::as_fd(&fd),
+                        fd,
                         q as u16,
                         ucfg.depth.max(1),
                         payload_len,
@@ -195,7 +196,12 @@ impl<F: Filesystem> Session<F> {
                         uring::run_queue(&dispatcher, &mut ring, &mut worker, ucfg.poll)
                     });
                     if let Err(e) = &r {
-                        tracing::error!(q, error = %e, "io_uring queue stopped");
+                        // The kernel routes this CPU's requests to this queue
+                        // only: without it they would hang. Fail loudly.
+                        tracing::error!(q, error = %e, "io_uring queue stopped; aborting the connection");
+                        if let Err(e) = queue_mount.abort() {
+                            tracing::error!(error = %e, "abort failed");
+                        }
                     }
                     live.fetch_sub(1, Ordering::AcqRel);
                     r

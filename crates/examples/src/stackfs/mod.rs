@@ -186,8 +186,17 @@ impl StackFs {
                 Ok(o)
             }
             Err(e) => {
-                self.nodes.unpin(node);
+                self.release_backing(self.nodes.unpin(node));
                 Err(e)
+            }
+        }
+    }
+
+    /// Close a passthrough backing id that its last open gave back.
+    fn release_backing(&self, id: Option<fusebox::protocol::BackingId>) {
+        if let (Some(id), Some(n)) = (id, self.notifier.get()) {
+            if let Err(e) = n.backing_close(id) {
+                tracing::warn!(error = %e, "closing a passthrough backing file");
             }
         }
     }
@@ -208,7 +217,9 @@ impl StackFs {
             rustix::fs::openat(
                 &*pfd,
                 &c,
-                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                // NONBLOCK: the object could be a bind-mounted FIFO, and this
+                // open happens under the node table's shard lock.
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
                 Mode::empty(),
             )
             .map_err(errno)
@@ -431,13 +442,7 @@ impl Filesystem for StackFs {
     fn release(&self, _: &Ctx, _: NodeId, a: &Release) -> FsResult<()> {
         if let Some((_, h)) = self.handles.remove(&a.fh.0) {
             if let Handle::File { node, .. } = &*h {
-                if let Some(id) = self.nodes.unpin(*node) {
-                    if let Some(n) = self.notifier.get() {
-                        if let Err(e) = n.backing_close(id) {
-                            tracing::warn!(error = %e, "closing a passthrough backing file");
-                        }
-                    }
-                }
+                self.release_backing(self.nodes.unpin(*node));
             }
         }
         Ok(())
@@ -593,9 +598,20 @@ impl Filesystem for StackFs {
         })
         .map_err(errno)?;
         let entry = self.do_lookup(parent, name)?;
-        self.nodes
-            .pin_with(entry.node, Arc::new(fd.try_clone().map_err(Errno::from)?))?;
-        Ok((entry, self.finish_open(entry.node, fd)?))
+        // The kernel only learns of the entry if we succeed: on failure give
+        // the lookup reference back, or the node leaks.
+        let opened = fd
+            .try_clone()
+            .map_err(Errno::from)
+            .and_then(|dup| self.nodes.pin_with(entry.node, Arc::new(dup)))
+            .and_then(|()| self.finish_open(entry.node, fd));
+        match opened {
+            Ok(o) => Ok((entry, o)),
+            Err(e) => {
+                self.nodes.forget(entry.node, 1);
+                Err(e)
+            }
+        }
     }
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
@@ -619,11 +635,18 @@ impl Filesystem for StackFs {
             )
             .map_err(errno)
         })?;
-        self.nodes.pin(node)?;
-        Ok((
-            Entry::new(node, FileAttr::from(&st), self.t()),
-            self.finish_open(node, fd)?,
-        ))
+        let opened = self
+            .nodes
+            .pin(node)
+            .and_then(|()| self.finish_open(node, fd));
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                self.nodes.forget(node, 1);
+                return Err(e);
+            }
+        };
+        Ok((Entry::new(node, FileAttr::from(&st), self.t()), opened))
     }
 
     fn fallocate(&self, _: &Ctx, _: NodeId, a: &Fallocate) -> FsResult<()> {

@@ -193,10 +193,13 @@ impl NodeTable {
             return;
         }
         let Ok(n) = self.node(id) else { return };
-        let before = n.nlookup.fetch_sub(
-            count.min(n.nlookup.load(Ordering::Acquire)),
-            Ordering::AcqRel,
-        );
+        // One atomic step: two concurrent FORGETs must not wrap the count.
+        let before = n
+            .nlookup
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(count))
+            })
+            .unwrap_or(0);
         if before > count {
             return;
         }

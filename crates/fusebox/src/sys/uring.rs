@@ -9,7 +9,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use fusebox_abi::{self as abi, uring_cmd};
@@ -67,9 +67,14 @@ impl Drop for KernelBuf {
 struct RingEntry {
     header: KernelBuf,
     payload: KernelBuf,
-    /// The two iovecs REGISTER points the kernel at; kept for the entry's life.
-    iov: Box<[libc::iovec; 2]>,
+    /// The two iovecs REGISTER points the kernel at; kept for the entry's
+    /// life (and leaked with the buffers: io_uring may re-issue a REGISTER
+    /// from its worker pool, reading them, after the ring fd is closed).
+    iov: Option<Box<[libc::iovec; 2]>>,
     with_kernel: bool,
+    /// The last command pushed (op, commit id), to resubmit it unchanged
+    /// when the kernel answers EAGAIN/EINTR.
+    last: (u32, u64),
 }
 
 /// A request as the kernel left it in an entry.
@@ -94,7 +99,9 @@ pub struct QueueRing {
     // Dropped first: closing the ring cancels the outstanding commands.
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     entries: Vec<RingEntry>,
-    device: i32,
+    /// Owned so the number cannot be closed and reused under the ring.
+    device: OwnedFd,
+    flags: RingFlags,
     qid: u16,
     unsubmitted: usize,
 }
@@ -109,9 +116,9 @@ pub struct RingFlags {
 
 impl QueueRing {
     /// A ring of `depth` entries for queue `qid`, each with a payload buffer
-    /// of `payload_len` bytes. `device` must outlive the ring.
+    /// of `payload_len` bytes, on /dev/fuse fd `device`.
     pub fn new(
-        device: BorrowedFd<'_>,
+        device: OwnedFd,
         qid: u16,
         depth: usize,
         payload_len: usize,
@@ -146,14 +153,16 @@ impl QueueRing {
             entries.push(RingEntry {
                 header,
                 payload,
-                iov,
+                iov: Some(iov),
+                last: (uring_cmd::REGISTER, 0),
                 with_kernel: false,
             });
         }
         Ok(QueueRing {
             ring,
             entries,
-            device: device.as_raw_fd(),
+            device,
+            flags,
             qid,
             unsubmitted: 0,
         })
@@ -172,10 +181,23 @@ impl QueueRing {
         };
         let mut cmd = [0u8; 80];
         cmd[..size_of::<abi::UringCmdReq>()].copy_from_slice(req.as_bytes());
-        let entry = &mut self.entries[idx];
-        let mut sqe = opcode::UringCmd80::new(types::Fd(self.device), cmd_op)
+        let device = self.device.as_raw_fd();
+        let entry = self
+            .entries
+            .get_mut(idx)
+            .ok_or_else(|| io::Error::other("no such ring entry"))?;
+        // A second command on an entry the kernel already holds would give
+        // it two views of the same buffers.
+        if entry.with_kernel {
+            return Err(io::Error::other("ring entry is already with the kernel"));
+        }
+        let iov = entry
+            .iov
+            .as_ref()
+            .ok_or_else(|| io::Error::other("ring entry was torn down"))?;
+        let mut sqe = opcode::UringCmd80::new(types::Fd(device), cmd_op)
             .cmd(cmd)
-            .addr(Some(entry.iov.as_ptr() as u64))
+            .addr(Some(iov.as_ptr() as u64))
             .build()
             .user_data(idx as u64);
         // The crate has no setter for sqe->len, which REGISTER requires to be
@@ -194,8 +216,26 @@ impl QueueRing {
         unsafe { self.ring.submission().push(&sqe) }
             .map_err(|_| io::Error::other("submission queue full"))?;
         entry.with_kernel = true;
+        entry.last = (cmd_op, commit_id);
         self.unsubmitted += 1;
         Ok(())
+    }
+
+    /// Push the entry's last command again (after EAGAIN/EINTR): a failed
+    /// COMMIT_AND_FETCH must be retried as such, or the answer is lost.
+    pub fn resubmit(&mut self, idx: usize) -> io::Result<()> {
+        let (op, commit_id) = self
+            .entries
+            .get(idx)
+            .ok_or_else(|| io::Error::other("no such ring entry"))?
+            .last;
+        self.push(idx, op, commit_id)
+    }
+
+    /// Whether completions need this thread to enter the kernel to run task
+    /// work (coop/defer taskrun): then spinning on the CQ finds nothing.
+    pub fn task_work_deferred(&self) -> bool {
+        self.flags.coop_taskrun || self.flags.defer_taskrun
     }
 
     /// Hand entry `idx` to the kernel to receive a first request.
@@ -235,9 +275,24 @@ impl QueueRing {
 
     /// Submit queued commands without waiting (and run pending task work).
     pub fn submit(&mut self) -> io::Result<()> {
-        self.ring.submit()?;
-        self.unsubmitted = 0;
-        Ok(())
+        loop {
+            match self.ring.submit() {
+                Ok(_) => {
+                    self.unsubmitted = 0;
+                    return Ok(());
+                }
+                // Transient: interrupted, or the CQ is momentarily full.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                    ) =>
+                {
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Completions ready without entering the kernel.
@@ -247,11 +302,18 @@ impl QueueRing {
 
     /// Reap one completion: (entry index, result).
     pub fn next_completion(&mut self) -> Option<(usize, i32)> {
-        let cqe = self.ring.completion().next()?;
-        let idx = cqe.user_data() as usize;
-        let entry = self.entries.get_mut(idx)?;
-        entry.with_kernel = false;
-        Some((idx, cqe.result()))
+        loop {
+            let cqe = self.ring.completion().next()?;
+            let idx = cqe.user_data() as usize;
+            if let Some(entry) = self.entries.get_mut(idx) {
+                entry.with_kernel = false;
+                return Some((idx, cqe.result()));
+            }
+            tracing::warn!(
+                user_data = cqe.user_data(),
+                "completion for no ring entry ignored"
+            );
+        }
     }
 
     fn header(&self, idx: usize) -> io::Result<&[u8]> {
@@ -332,6 +394,7 @@ impl Drop for QueueRing {
             if e.with_kernel {
                 e.header.owned = false;
                 e.payload.owned = false;
+                std::mem::forget(e.iov.take());
             }
         }
     }

@@ -123,8 +123,16 @@ pub fn run_queue<F: Filesystem>(
     ring.submit()?;
     let mut live = ring.depth();
     let mut aborted = false;
+    let mut failure: Option<io::Error> = None;
+    // With coop/defer taskrun, requests land only when this thread enters
+    // the kernel: spinning on the completion queue would find nothing.
+    let policy = if ring.task_work_deferred() {
+        PollPolicy::Off
+    } else {
+        poll
+    };
     let mut poller = Poller {
-        policy: poll,
+        policy,
         spin_next: true,
     };
     while live > 0 {
@@ -151,22 +159,23 @@ pub fn run_queue<F: Filesystem>(
         while let Some((idx, res)) = ring.next_completion() {
             if res < 0 {
                 match -res {
-                    // Registered too early or interrupted: hand it back.
+                    // Too early or interrupted: the same command again (a
+                    // failed COMMIT_AND_FETCH still carries an answer).
                     libc::EAGAIN | libc::EINTR => {
                         std::thread::sleep(Duration::from_millis(1));
-                        ring.register(idx)?;
+                        ring.resubmit(idx)?;
                     }
                     libc::ECONNABORTED => {
                         aborted = true;
                         live -= 1;
                     }
+                    libc::ENOTCONN | libc::ECANCELED | libc::ENODEV => live -= 1,
+                    // EINVAL, EOPNOTSUPP, ...: the kernel refused the entry;
+                    // report it instead of passing for a clean unmount.
                     errno => {
-                        if errno != libc::ENOTCONN
-                            && errno != libc::ECANCELED
-                            && errno != libc::ENODEV
-                        {
-                            tracing::warn!(idx, error = %io::Error::from_raw_os_error(errno), "ring entry ended");
-                        }
+                        let e = io::Error::from_raw_os_error(errno);
+                        tracing::warn!(idx, error = %e, "ring entry refused by the kernel");
+                        failure.get_or_insert(e);
                         live -= 1;
                     }
                 }
@@ -174,6 +183,12 @@ pub fn run_queue<F: Filesystem>(
             }
             serve_entry(dispatcher, ring, idx, worker)?;
         }
+    }
+    if let Some(e) = failure {
+        return Err(Error::Io(io::Error::new(
+            e.kind(),
+            format!("io_uring queue: {e}"),
+        )));
     }
     Ok(if aborted {
         WorkerExit::Aborted
@@ -204,12 +219,14 @@ fn serve_entry<F: Filesystem>(
             sent: Cell::new(false),
         };
         d.finish(pending, w, &sink);
-        if !needs_reply || !sink.sent.get() {
-            // A request that takes no answer still holds the entry: commit an
-            // empty success so the kernel re-arms it.
+        if !sink.sent.get() {
+            // No answer went out: a request that takes none still holds the
+            // entry (commit an empty success to re-arm it); one whose answer
+            // did not fit the entry must fail, never look like success.
+            let error = if needs_reply { -libc::EIO } else { 0 };
             let header = fusebox_abi::OutHeader {
                 len: 16,
-                error: 0,
+                error,
                 unique,
             };
             sink.send(&[zerocopy::IntoBytes::as_bytes(&header)])?;
