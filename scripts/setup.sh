@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fusebox's build, tests and demo need on a fresh Debian 12
 # machine (root): FUSE userspace, fio, libfuse's examples, pjdfstest; turns
-# on FUSE-over-io_uring and mounts fusectl. Safe to run again.
+# on FUSE-over-io_uring. Safe to run again. (fusectl, to abort a hung
+# connection, is mounted by fusebox itself when needed and unmounted after.)
 set -euo pipefail
 need=()
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3; do
@@ -15,10 +16,6 @@ fi
 # io_uring transport (used by later fusebox releases; harmless now).
 if [ -w /sys/module/fuse/parameters/enable_uring ]; then
   echo Y > /sys/module/fuse/parameters/enable_uring || true
-fi
-# fusectl lets a hung connection be aborted.
-if ! grep -q ' - fusectl ' /proc/self/mountinfo; then
-  mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true
 fi
 if [ "${1:-}" = --pjdfstest ] && ! command -v pjdfstest >/dev/null; then
   echo "setup: cargo install pjdfstest (about two minutes)"

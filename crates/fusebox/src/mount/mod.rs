@@ -358,30 +358,58 @@ fn connection_id(mountpoint: &Path) -> Option<u32> {
         .map(|m| m.connection)
 }
 
-/// Mount fusectl at /sys/fs/fuse/connections if it is not there (needs root).
-pub fn ensure_fusectl() -> Result<(), Error> {
-    let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|t| t.lines().any(|l| l.contains(" - fusectl ")))
-        .unwrap_or(false);
-    if mounted {
-        return Ok(());
+/// fusectl at /sys/fs/fuse/connections for as long as it is needed: mounted
+/// on demand (it is not at boot on every machine) and unmounted again when
+/// the last guard of this process goes, if this process mounted it, so no
+/// mount outlives its use. Guards are counted so that concurrent aborts do
+/// not unmount it under each other.
+pub struct Fusectl(());
+
+/// (live guards, whether this process mounted fusectl)
+static FUSECTL: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+impl Fusectl {
+    /// Make fusectl available (needs root).
+    pub fn open() -> Result<Fusectl, Error> {
+        let mut st = FUSECTL.lock().unwrap_or_else(|p| p.into_inner());
+        if st.0 == 0 {
+            let present = std::fs::read_to_string("/proc/self/mountinfo")
+                .map(|t| t.lines().any(|l| l.contains(" - fusectl ")))
+                .unwrap_or(false);
+            if !present {
+                rustix::mount::mount(
+                    "fusectl",
+                    FUSECTL_DIR,
+                    "fusectl",
+                    rustix::mount::MountFlags::empty(),
+                    None,
+                )
+                .map_err(|e| Error::Mount {
+                    mountpoint: FUSECTL_DIR.into(),
+                    source: e.into(),
+                })?;
+                st.1 = true;
+            }
+        }
+        st.0 += 1;
+        Ok(Fusectl(()))
     }
-    rustix::mount::mount(
-        "fusectl",
-        FUSECTL_DIR,
-        "fusectl",
-        rustix::mount::MountFlags::empty(),
-        None,
-    )
-    .map_err(|e| Error::Mount {
-        mountpoint: FUSECTL_DIR.into(),
-        source: e.into(),
-    })
+}
+
+impl Drop for Fusectl {
+    fn drop(&mut self) {
+        let mut st = FUSECTL.lock().unwrap_or_else(|p| p.into_inner());
+        st.0 -= 1;
+        if st.0 == 0 && st.1 {
+            let _ = rustix::mount::unmount(FUSECTL_DIR, rustix::mount::UnmountFlags::DETACH);
+            st.1 = false;
+        }
+    }
 }
 
 /// Abort FUSE connection `id` through fusectl.
 pub fn abort_connection(id: u32) -> Result<(), Error> {
-    ensure_fusectl()?;
+    let _fusectl = Fusectl::open()?;
     let path = Path::new(FUSECTL_DIR).join(id.to_string()).join("abort");
     std::fs::write(&path, b"1")
         .map_err(|e| Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
