@@ -31,25 +31,12 @@ impl NullFs {
     }
 
     fn attr(&self, node: NodeId) -> FileAttr {
-        let dir = node == NodeId::ROOT;
-        FileAttr {
-            ino: node.0,
-            size: 0,
-            blocks: 0,
-            atime: self.created,
-            mtime: self.created,
-            ctime: self.created,
-            mode: if dir {
-                libc::S_IFDIR | 0o755
-            } else {
-                libc::S_IFREG | 0o644
-            },
-            nlink: if dir { 2 } else { 1 },
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            blksize: 4096,
-        }
+        let mode = if node == NodeId::ROOT {
+            libc::S_IFDIR | 0o755
+        } else {
+            libc::S_IFREG | 0o644
+        };
+        FileAttr::synthetic(node.0, mode, 0, self.created)
     }
 
     fn new_entry(&self) -> Entry {

@@ -71,24 +71,12 @@ impl TimingFs {
         if !dir && !(FIRST_FILE_NODE..FIRST_FILE_NODE + self.files).contains(&node.0) {
             return None;
         }
-        Some(FileAttr {
-            ino: node.0,
-            size: if dir { 0 } else { self.size },
-            blocks: if dir { 0 } else { self.size.div_ceil(512) },
-            atime: self.created,
-            mtime: self.created,
-            ctime: self.created,
-            mode: if dir {
-                libc::S_IFDIR | 0o755
-            } else {
-                libc::S_IFREG | 0o444
-            },
-            nlink: if dir { 2 } else { 1 },
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            blksize: 4096,
-        })
+        let (mode, size) = if dir {
+            (libc::S_IFDIR | 0o755, 0)
+        } else {
+            (libc::S_IFREG | 0o444, self.size)
+        };
+        Some(FileAttr::synthetic(node.0, mode, size, self.created))
     }
 
     fn name_of(i: u64) -> OsString {

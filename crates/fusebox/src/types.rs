@@ -117,6 +117,27 @@ pub struct FileAttr {
 }
 
 impl FileAttr {
+    /// Attributes of a node with no backing store (nullfs, timingfs, test
+    /// filesystems): owned by root, all times `time`, 2 links for a
+    /// directory and 1 otherwise, blocks counted from `size`.
+    pub fn synthetic(ino: u64, mode: u32, size: u64, time: Timespec) -> FileAttr {
+        let dir = mode & libc::S_IFMT == libc::S_IFDIR;
+        FileAttr {
+            ino,
+            size,
+            blocks: size.div_ceil(512),
+            atime: time,
+            mtime: time,
+            ctime: time,
+            mode,
+            nlink: if dir { 2 } else { 1 },
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+        }
+    }
+
     pub fn kind(&self) -> Option<FileType> {
         FileType::from_mode(self.mode)
     }
