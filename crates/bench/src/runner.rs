@@ -93,6 +93,21 @@ fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     ));
     v.push(fusebox_subject(
         b,
+        "fusebox-uring-idle",
+        "fusebox stackfs, FUSE-over-io_uring, queue threads SCHED_IDLE (--thread-policy idle)",
+        "stackfs",
+        &[
+            "--transport",
+            "uring",
+            "--thread-policy",
+            "idle",
+            "-o",
+            "allow_other",
+        ],
+        true,
+    ));
+    v.push(fusebox_subject(
+        b,
         "fusebox-uring-pt",
         "fusebox stackfs, io_uring + passthrough",
         "stackfs",

@@ -40,8 +40,8 @@ pub struct BenchArgs {
     /// Builds, mountpoints and the tmpfs backing live here.
     #[arg(long, default_value = "/var/tmp/fusebox-bench")]
     pub workdir: PathBuf,
-    /// Also write the report to docs/benchmarks.md (+ docs/benchmarks/) of
-    /// this source tree.
+    /// Also write the report into this source tree's docs/: benchmarks.md
+    /// (+ benchmarks/) for the `all` suite, benchmarks-SUITE.md otherwise.
     #[arg(long)]
     pub publish: bool,
 }
@@ -81,13 +81,20 @@ pub fn run(args: BenchArgs) -> Result<()> {
         out.join("results.json").display()
     );
     if args.publish {
+        // `all` is the reference report; another suite gets a page of its
+        // own beside it instead of replacing it.
+        let name = match suite.as_str() {
+            "all" => "benchmarks".to_string(),
+            other => format!("benchmarks-{other}"),
+        };
         let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs");
-        let dir = docs.join("benchmarks");
+        let dir = docs.join(&name);
         let md = fusebox_bench::report::write_report(&results, &dir)?;
-        let text = std::fs::read_to_string(&md)?.replace("](charts/", "](benchmarks/charts/");
-        std::fs::write(docs.join("benchmarks.md"), text)?;
+        let text = std::fs::read_to_string(&md)?.replace("](charts/", &format!("]({name}/charts/"));
+        let page = docs.join(format!("{name}.md"));
+        std::fs::write(&page, text)?;
         std::fs::remove_file(md)?;
-        println!("published: {}", docs.join("benchmarks.md").display());
+        println!("published: {}", page.display());
     }
     Ok(())
 }

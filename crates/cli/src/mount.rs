@@ -35,7 +35,8 @@ OPTIONS for -o (comma-separated, as in libfuse):
            writeback_cache async_read/sync_read parallel_dirops/no_parallel_dirops
            readdirplus=yes|no|auto handle_killpriv_v2 splice_read splice_write
   caching: attr_timeout=SECS entry_timeout=SECS negative_timeout=SECS
-           direct_io keep_cache noflush passthrough noxattr
+           direct_io keep_cache flush (FLUSH on close; default noflush)
+           passthrough noxattr
 
 EXAMPLES:
   fusebox mount stackfs /srv/data /mnt/data -o allow_other,default_permissions
@@ -72,6 +73,12 @@ pub struct MountArgs {
     /// io_uring: do not pin queue thread q to CPU q.
     #[arg(long)]
     pub no_pin_queues: bool,
+    /// Scheduling of the serving threads: normal, or idle (SCHED_IDLE: an
+    /// application woken by a reply stays on its CPU, which roughly doubles
+    /// single-threaded round trips here; but CPU-bound processes on every
+    /// CPU then starve the daemon).
+    #[arg(long, default_value = "normal")]
+    pub thread_policy: fusebox::session::ThreadPolicy,
     /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).
     #[arg(long, default_value = "ssd")]
     pub profile: String,
@@ -141,6 +148,7 @@ pub fn run(args: MountArgs) -> Result<()> {
             poll: args.poll,
             ..Default::default()
         },
+        thread_policy: args.thread_policy,
         ..SessionConfig::default()
     };
     let t = opts.fs.timeouts;
@@ -169,7 +177,29 @@ pub fn run(args: MountArgs) -> Result<()> {
                 args.notify_ready,
             )
         }
-        FsKind::Memfs => serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
+        FsKind::Memfs => {
+            // Every change to memfs passes through the kernel, so nothing can
+            // go stale behind its caches: a day of caching, negative names
+            // included, unless -o says otherwise.
+            let mut t = t;
+            let day = Duration::from_secs(86_400);
+            let given = |key: &str| {
+                args.options
+                    .iter()
+                    .flat_map(|o| o.split(','))
+                    .any(|o| o.split('=').next() == Some(key))
+            };
+            if !given("entry_timeout") {
+                t.entry = day;
+            }
+            if !given("attr_timeout") {
+                t.attr = day;
+            }
+            if !given("negative_timeout") {
+                t.negative = day;
+            }
+            serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready)
+        }
         FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
         FsKind::Timingfs => {
             let profile = TimingProfile::parse(&args.profile).with_context(|| {

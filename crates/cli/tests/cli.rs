@@ -271,3 +271,59 @@ fn killing_an_io_uring_daemon_under_load_leaves_no_hang() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Scheduling policy (field 41 of /proc/PID/task/TID/stat) per thread name.
+fn thread_policies(pid: u32) -> Vec<(String, u32)> {
+    let mut v = vec![];
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        // Fields after the parenthesised name start at field 3.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = rest.split(' ').nth(41 - 3).unwrap().parse().unwrap();
+        v.push((comm.trim().to_string(), policy));
+    }
+    v
+}
+
+#[test]
+fn idle_thread_policy_reaches_every_serving_thread() {
+    const SCHED_IDLE: u32 = 5;
+    let dir = scratch("policy");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let m = mnt.to_str().unwrap();
+    let out = fusebox(&["mount", "memfs", m, "--thread-policy", "idle"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _guard = Guard(mnt.clone());
+    std::fs::write(mnt.join("f"), b"served").unwrap();
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"served");
+    let out = fusebox(&["stats", m, "--json"]);
+    let snap: fusebox::stats::Snapshot = serde_json::from_slice(&out.stdout).unwrap();
+    let threads = thread_policies(snap.pid);
+    let serving: Vec<_> = threads
+        .iter()
+        .filter(|(name, _)| name.starts_with("fusebox-dev") || name.starts_with("fusebox-uring"))
+        .collect();
+    assert!(!serving.is_empty(), "{threads:?}");
+    assert!(serving.iter().all(|(_, p)| *p == SCHED_IDLE), "{threads:?}");
+    // The main and stats threads keep the normal policy.
+    assert!(
+        threads
+            .iter()
+            .any(|(name, p)| name == "fusebox-stats" && *p == 0),
+        "{threads:?}"
+    );
+    let out = fusebox(&["mount", "memfs", m, "--thread-policy", "fifo"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("normal or idle"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -69,7 +69,7 @@ pub(crate) fn open_flags(o: &FsOptions) -> u32 {
     if o.keep_cache {
         f |= fopen::KEEP_CACHE;
     }
-    if o.noflush {
+    if !o.flush {
         f |= fopen::NOFLUSH;
     }
     f
@@ -99,19 +99,37 @@ pub(crate) fn statfs(s: &rustix::fs::StatVfs) -> Statfs {
     }
 }
 
-/// Let `fill` (a getxattr or listxattr) write straight into the reply.
+/// Let `fill` (a getxattr or listxattr) write straight into the reply, after
+/// `query` (its size-only form) said how much to make room for.
 /// Sizing the buffer to what the kernel accepts makes the host answer
 /// ERANGE exactly when the caller's buffer would be too small.
 pub(crate) fn xattr_into(
     out: &mut DataOut,
-    fill: impl FnOnce(&mut [u8]) -> rustix::io::Result<usize>,
+    mut query: impl FnMut() -> rustix::io::Result<usize>,
+    mut fill: impl FnMut(&mut [u8]) -> rustix::io::Result<usize>,
 ) -> FsResult<()> {
     let room = out.limit().min(XATTR_MAX);
-    let v = out.vec();
-    v.resize(room, 0);
-    let n = fill(&mut v[..]);
-    v.truncate(*n.as_ref().unwrap_or(&0));
-    n.map(drop).map_err(errno)
+    // Size first: the kernel probes security.capability (usually absent)
+    // before every write, and zeroing a 64 KiB buffer for each probe costs
+    // more than the extra syscall a present attribute pays.
+    let mut tries = 0;
+    loop {
+        let size = query().map_err(errno)?;
+        let v = out.vec();
+        v.resize(size.min(room), 0);
+        match fill(&mut v[..]) {
+            Ok(n) => {
+                v.truncate(n);
+                return Ok(());
+            }
+            // Grew between the two calls: ask again, a few times.
+            Err(e) if e == rustix::io::Errno::RANGE && size < room && tries < 3 => tries += 1,
+            Err(e) => {
+                v.clear();
+                return Err(errno(e));
+            }
+        }
+    }
 }
 
 /// access(2) semantics from a stat, for mounts without default_permissions.

@@ -389,13 +389,21 @@ impl PathFilesystem for PathPassthrough {
     fn getxattr(&self, _: &Ctx, path: &Path, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
         self.no_xattr()?;
         let p = self.abs(path);
-        xattr_into(out, |buf| rustix::fs::lgetxattr(&p, name, buf))
+        xattr_into(
+            out,
+            || rustix::fs::lgetxattr_query(&p, name),
+            |buf| rustix::fs::lgetxattr(&p, name, buf),
+        )
     }
 
     fn listxattr(&self, _: &Ctx, path: &Path, out: &mut DataOut) -> FsResult<()> {
         self.no_xattr()?;
         let p = self.abs(path);
-        xattr_into(out, |buf| rustix::fs::llistxattr(&p, buf))
+        xattr_into(
+            out,
+            || rustix::fs::llistxattr_query(&p),
+            |buf| rustix::fs::llistxattr(&p, buf),
+        )
     }
 
     fn removexattr(&self, _: &Ctx, path: &Path, name: &OsStr) -> FsResult<()> {

@@ -33,8 +33,47 @@ pub struct SessionConfig {
     /// Pin classic worker i to CPU i mod ncpus.
     pub pin_workers: bool,
     pub uring: UringConfig,
+    /// Scheduling policy of the serving threads (classic workers and queues).
+    pub thread_policy: ThreadPolicy,
     /// Serve `fusebox stats` on a unix socket.
     pub stats_socket: bool,
+}
+
+/// How the kernel schedules the threads that serve requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThreadPolicy {
+    /// SCHED_OTHER, like any thread.
+    #[default]
+    Normal,
+    /// SCHED_IDLE. A CPU running only SCHED_IDLE threads counts as idle when
+    /// the kernel places a woken task, so an application woken by a reply
+    /// stays on the CPU its request came from (and its io_uring queue)
+    /// instead of moving to an idle CPU and paying a cross-CPU wake-up on
+    /// every request. The cost: CPU-bound processes on every CPU leave these
+    /// threads almost no time, so requests crawl while the machine is
+    /// saturated. For dedicated or lightly loaded machines only.
+    Idle,
+}
+
+impl ThreadPolicy {
+    /// Apply to the calling thread.
+    fn enter(self) -> std::io::Result<()> {
+        match self {
+            ThreadPolicy::Normal => Ok(()),
+            ThreadPolicy::Idle => crate::sys::set_sched_idle(),
+        }
+    }
+}
+
+impl std::str::FromStr for ThreadPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "normal" => Ok(ThreadPolicy::Normal),
+            "idle" => Ok(ThreadPolicy::Idle),
+            _ => Err(format!("unknown thread policy {s:?} (normal or idle)")),
+        }
+    }
 }
 
 impl Default for SessionConfig {
@@ -45,6 +84,7 @@ impl Default for SessionConfig {
             workers: cpus.max(2),
             pin_workers: false,
             uring: UringConfig::default(),
+            thread_policy: ThreadPolicy::Normal,
             stats_socket: true,
         }
     }
@@ -138,6 +178,7 @@ impl<F: Filesystem> Session<F> {
             };
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
+            let policy = cfg.thread_policy;
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-dev-{i}"))
                 .spawn(move || {
@@ -145,6 +186,9 @@ impl<F: Filesystem> Session<F> {
                         if let Err(e) = dev::pin_to_cpu(cpu) {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
+                    }
+                    if let Err(e) = policy.enter() {
+                        tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
                     let r = dev::run_worker(&dispatcher, &channel, &mut worker, buf_size);
                     live.fetch_sub(1, Ordering::AcqRel);
@@ -173,6 +217,7 @@ impl<F: Filesystem> Session<F> {
             };
             let live = live_workers.clone();
             let ucfg = cfg.uring;
+            let policy = cfg.thread_policy;
             let queue_mount = mount.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-uring-{q}"))
@@ -181,6 +226,9 @@ impl<F: Filesystem> Session<F> {
                         if let Err(e) = dev::pin_to_cpu(q) {
                             tracing::warn!(q, error = %e, "cannot pin queue thread");
                         }
+                    }
+                    if let Err(e) = policy.enter() {
+                        tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
                     // Built on its own thread: with single-issuer rings only the
                     // creating thread may submit.

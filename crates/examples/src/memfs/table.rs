@@ -208,7 +208,11 @@ impl State {
         let fh = self.next_fh;
         self.next_fh += 1;
         self.handles.insert(fh, ino);
-        Ok(Opened::handle(fh))
+        // Memory has nothing to flush: spare close(2) its FLUSH round trip.
+        Ok(Opened {
+            flags: fusebox::abi::flags::fopen::NOFLUSH,
+            ..Opened::handle(fh)
+        })
     }
 
     /// Drop the inode once nothing refers to it: no name, no kernel lookup

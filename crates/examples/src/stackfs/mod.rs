@@ -32,8 +32,14 @@ use nodes::NodeTable;
 
 /// What an open handle refers to.
 enum Handle {
-    File { fd: OwnedFd, node: NodeId },
-    Dir { state: Mutex<DirState> },
+    /// Shared with the node's pin while open (see `NodeTable::pin_with`).
+    File {
+        fd: Arc<OwnedFd>,
+        node: NodeId,
+    },
+    Dir {
+        state: Mutex<DirState>,
+    },
 }
 
 /// Tunables beyond the common [`FsOptions`].
@@ -149,7 +155,7 @@ impl StackFs {
 
     fn file_fd(h: &Handle) -> FsResult<&OwnedFd> {
         match h {
-            Handle::File { fd, .. } => Ok(fd),
+            Handle::File { fd, .. } => Ok(fd.as_ref()),
             Handle::Dir { .. } => Err(Errno::EISDIR),
         }
     }
@@ -176,13 +182,17 @@ impl StackFs {
         })
     }
 
-    /// Keep an opened file and answer the open; undo the pin on failure.
+    /// Pin the node with its opened file (xattr calls and an unlinked
+    /// inode need it), keep the file and answer the open; undo the pin on
+    /// failure.
     fn finish_open(&self, node: NodeId, fd: OwnedFd) -> FsResult<Opened> {
+        let file = Arc::new(fd);
+        self.nodes.pin_with(node, file.clone())?;
         let fh = FileHandle(self.next_handle.fetch_add(1, Ordering::Relaxed));
-        match self.opened(node, &fd, fh) {
+        match self.opened(node, &file, fh) {
             Ok(o) => {
                 self.handles
-                    .insert(fh.0, Arc::new(Handle::File { fd, node }));
+                    .insert(fh.0, Arc::new(Handle::File { fd: file, node }));
                 Ok(o)
             }
             Err(e) => {
@@ -413,7 +423,6 @@ impl Filesystem for StackFs {
         if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
             kill_suidgid(&fd)?;
         }
-        self.nodes.pin(node)?;
         self.finish_open(node, fd)
     }
 
@@ -549,8 +558,21 @@ impl Filesystem for StackFs {
             return Err(Errno::ENODATA);
         }
         let name = cstr(name)?;
+        // The kernel asks for security.capability before every write, while
+        // the file is open: an fd-based call spares a /proc path walk.
+        if let Some(file) = self.nodes.open_file(node) {
+            return xattr_into(
+                out,
+                || rustix::fs::fgetxattr_query(&*file, &name),
+                |buf| rustix::fs::fgetxattr(&*file, &name, buf),
+            );
+        }
         self.with_xattr_path(node, |p| {
-            xattr_into(out, |buf| rustix::fs::getxattr(p.as_c_str(), &name, buf))
+            xattr_into(
+                out,
+                || rustix::fs::getxattr_query(p.as_c_str(), &name),
+                |buf| rustix::fs::getxattr(p.as_c_str(), &name, buf),
+            )
         })
     }
 
@@ -560,7 +582,11 @@ impl Filesystem for StackFs {
             return Ok(());
         }
         self.with_xattr_path(node, |p| {
-            xattr_into(out, |buf| rustix::fs::listxattr(p.as_c_str(), buf))
+            xattr_into(
+                out,
+                || rustix::fs::listxattr_query(p.as_c_str()),
+                |buf| rustix::fs::listxattr(p.as_c_str(), buf),
+            )
         })
     }
 
@@ -600,12 +626,7 @@ impl Filesystem for StackFs {
         let entry = self.do_lookup(parent, name)?;
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
-        let opened = fd
-            .try_clone()
-            .map_err(Errno::from)
-            .and_then(|dup| self.nodes.pin_with(entry.node, Arc::new(dup)))
-            .and_then(|()| self.finish_open(entry.node, fd));
-        match opened {
+        match self.finish_open(entry.node, fd) {
             Ok(o) => Ok((entry, o)),
             Err(e) => {
                 self.nodes.forget(entry.node, 1);
@@ -635,11 +656,7 @@ impl Filesystem for StackFs {
             )
             .map_err(errno)
         })?;
-        let opened = self
-            .nodes
-            .pin(node)
-            .and_then(|()| self.finish_open(node, fd));
-        let opened = match opened {
+        let opened = match self.finish_open(node, fd) {
             Ok(o) => o,
             Err(e) => {
                 self.nodes.forget(node, 1);

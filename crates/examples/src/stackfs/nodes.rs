@@ -17,7 +17,7 @@ struct Node {
     dev: u64,
     symlink: bool,
     nlookup: AtomicU64,
-    /// While the node has open files, its O_PATH fd stays open here: an
+    /// While the node has open files, one of them stays here as its fd: an
     /// unlinked inode can no longer be opened by handle.
     pin: Mutex<Pin>,
 }
@@ -136,25 +136,25 @@ impl NodeTable {
         self.nodes.get(&id.0).is_some_and(|n| n.symlink)
     }
 
-    /// A file of `id` was opened: keep its O_PATH fd until the last close.
-    pub fn pin(&self, id: NodeId) -> FsResult<()> {
-        if id == NodeId::ROOT {
-            return Ok(());
-        }
-        self.pin_with(id, self.fd(id)?)
-    }
-
-    /// Like [`NodeTable::pin`], with an fd of the node the caller already
-    /// has (a dup of a just-created file): saves an open_by_handle_at.
-    pub fn pin_with(&self, id: NodeId, fd: Arc<OwnedFd>) -> FsResult<()> {
+    /// A file of `id` was opened as `file`: keep it as the node's fd until
+    /// the last close (an unlinked inode can no longer be opened by handle).
+    /// Being a real open file, fd-based calls such as fgetxattr work on it.
+    pub fn pin_with(&self, id: NodeId, file: Arc<OwnedFd>) -> FsResult<()> {
         if id == NodeId::ROOT {
             return Ok(());
         }
         let n = self.node(id)?;
         let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
         pin.opens += 1;
-        pin.fd.get_or_insert(fd);
+        pin.fd.get_or_insert(file);
         Ok(())
+    }
+
+    /// The node's pinned open file, if it has one.
+    pub fn open_file(&self, id: NodeId) -> Option<Arc<OwnedFd>> {
+        let n = self.nodes.get(&id.0)?.clone();
+        let pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        pin.fd.clone()
     }
 
     /// One open of `id` ended; returns the backing id to close if it was

@@ -57,8 +57,12 @@ pub struct FsOptions {
     pub direct_io: bool,
     /// Keep the page cache across opens (FOPEN_KEEP_CACHE).
     pub keep_cache: bool,
-    /// Skip FLUSH on close where the filesystem needs none (FOPEN_NOFLUSH).
-    pub noflush: bool,
+    /// Send FLUSH on every close(2). Off by default: FOPEN_NOFLUSH saves a
+    /// round trip per close, and a filesystem whose data is on the host
+    /// (or in memory) has nothing to flush; locks are the kernel's own unless
+    /// a filesystem implements getlk/setlk, and the kernel drops those at
+    /// close without FLUSH.
+    pub flush: bool,
     /// Let the kernel do file I/O on the backing file itself (stackable
     /// filesystems; FUSE_PASSTHROUGH, Linux 6.9+, root).
     pub passthrough: bool,
@@ -175,7 +179,8 @@ impl Options {
             "negative_timeout" => self.fs.timeouts.negative = parse_secs(opt, need(opt, val)?)?,
             "direct_io" => self.fs.direct_io = true,
             "keep_cache" => self.fs.keep_cache = true,
-            "noflush" => self.fs.noflush = true,
+            "flush" => self.fs.flush = true,
+            "noflush" => self.fs.flush = false,
             "passthrough" => self.fs.passthrough = true,
             "noxattr" => self.fs.noxattr = true,
             _ => {

@@ -39,6 +39,9 @@ fn runtime_dir() -> PathBuf {
 /// A thread answering each connection with one JSON snapshot.
 pub struct StatsServer {
     path: PathBuf,
+    /// (dev, ino) of the socket we bound: removed on drop only if the path
+    /// still names it, not a successor daemon's on the same mountpoint.
+    bound: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -61,6 +64,7 @@ impl StatsServer {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(err)?;
         listener.set_nonblocking(true).map_err(err)?;
+        let bound = identity(&path);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -69,6 +73,7 @@ impl StatsServer {
             .map_err(err)?;
         Ok(StatsServer {
             path,
+            bound,
             stop,
             thread: Some(thread),
         })
@@ -105,8 +110,19 @@ impl Drop for StatsServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        // A daemon that exits after its unmount can overlap the next daemon
+        // on the same mountpoint: take away only our own socket.
+        if self.bound.is_some() && identity(&self.path) == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Read a snapshot from the daemon serving `mountpoint`.

@@ -97,3 +97,16 @@ pub fn pread_append(
     unsafe { buf.set_len(start + n) };
     Ok(n)
 }
+
+/// Move the calling thread to the SCHED_IDLE policy (rustix has no
+/// sched_setscheduler).
+pub fn set_sched_idle() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call;
+    // pid 0 names the calling thread; nothing else is read or written.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

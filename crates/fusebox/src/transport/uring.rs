@@ -137,9 +137,10 @@ pub fn run_queue<F: Filesystem>(
     };
     while live > 0 {
         if !ring.has_completions() {
-            ring.submit()?;
             let mut found = false;
             if let Some(window) = poller.window() {
+                // Commits go out before the spin, or nobody gets an answer.
+                ring.submit()?;
                 let until = Instant::now() + window;
                 while Instant::now() < until {
                     if ring.has_completions() {
