@@ -528,7 +528,7 @@ fn fastpath() -> Vec<Workload> {
 
 /// The README's demo: one workload of each kind, short runs.
 fn quick() -> Vec<Workload> {
-    // 1-second runs: seven subjects, three repetitions, under 3 minutes.
+    // 1-second runs: eight subjects, three repetitions, about 5 minutes.
     let s = Scale {
         runtime: Duration::from_secs(1),
         sweep_file_size: 32 * MIB,

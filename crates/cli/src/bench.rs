@@ -8,7 +8,7 @@ use fusebox_bench::runner::{self, Backing, BenchOptions};
 
 #[derive(Args)]
 #[command(after_help = "\
-SUITES: quick (under 3 minutes; the README's demo), vangoor, rfuse, xfuse, macro,
+SUITES: quick (about 5 minutes; the README's demo), vangoor, rfuse, xfuse, macro,
 fastpath (the io_uring/passthrough targets), all.
 SUBJECTS: native (the backing directory), libfuse 3.14 passthrough_ll, fuser and
 go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs
