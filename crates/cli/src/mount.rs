@@ -74,9 +74,9 @@ pub struct MountArgs {
     #[arg(long)]
     pub no_pin_queues: bool,
     /// Scheduling of the serving threads: normal, or idle (SCHED_IDLE: an
-    /// application woken by a reply stays on its CPU, which roughly doubles
-    /// single-threaded round trips here; but CPU-bound processes on every
-    /// CPU then starve the daemon).
+    /// application woken by a reply stays on its CPU, which about doubled
+    /// single-threaded request rates on a 2-core VM; but CPU-bound processes
+    /// on every CPU then starve the daemon).
     #[arg(long, default_value = "normal")]
     pub thread_policy: fusebox::session::ThreadPolicy,
     /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).

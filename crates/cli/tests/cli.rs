@@ -312,7 +312,7 @@ fn idle_thread_policy_reaches_every_serving_thread() {
         .collect();
     assert!(!serving.is_empty(), "{threads:?}");
     assert!(serving.iter().all(|(_, p)| *p == SCHED_IDLE), "{threads:?}");
-    // The main and stats threads keep the normal policy.
+    // Threads that serve no requests keep the normal policy.
     assert!(
         threads
             .iter()
