@@ -39,10 +39,11 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
             Ok(())
         }
         Kind::Files(f)
-            if matches!(
-                f.phase,
-                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete
-            ) =>
+            if f.dataset == FilesDataset::Backing
+                && matches!(
+                    f.phase,
+                    FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete
+                ) =>
         {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
         }
@@ -55,7 +56,12 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
     let dir = dataset_dir(backing, w);
     match &w.kind {
         Kind::Fio(f) if f.rw.is_read() => Ok(()),
-        Kind::Files(f) if matches!(f.phase, FilesPhase::Stat | FilesPhase::Read) => Ok(()),
+        Kind::Files(f)
+            if f.dataset == FilesDataset::Backing
+                && matches!(f.phase, FilesPhase::Stat | FilesPhase::Read) =>
+        {
+            Ok(())
+        }
         _ => {
             if dir.exists() {
                 fs::remove_dir_all(&dir)?;
@@ -226,23 +232,32 @@ pub(crate) fn parallel(
     })
 }
 
+/// The create phase's operation: open O_CREAT|O_TRUNC, one write, close.
+fn create_file(p: &Path, data: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(p)?;
+    file.write_all(data)?;
+    Ok(())
+}
+
 fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
     fs::create_dir_all(dir)?;
     let per = f.count / f.threads;
     let data = vec![b'x'; f.file_size as usize];
+    if f.dataset == FilesDataset::JustCreated && f.phase != FilesPhase::Create {
+        for i in 0..per * f.threads {
+            create_file(&dir.join(format!("f{i}")), &data)?;
+        }
+    }
     parallel(f.threads, |t| {
         let mut buf = vec![0u8; f.file_size as usize + 1];
         for i in t * per..(t + 1) * per {
             let p = dir.join(format!("f{i}"));
             match f.phase {
-                FilesPhase::Create => {
-                    let mut file = OpenOptions::new()
-                        .create(true)
-                        .truncate(true)
-                        .write(true)
-                        .open(&p)?;
-                    file.write_all(&data)?;
-                }
+                FilesPhase::Create => create_file(&p, &data)?,
                 FilesPhase::Stat => {
                     fs::metadata(&p)?;
                 }

@@ -69,51 +69,64 @@ fn fusebox_subject(
     })
 }
 
+/// The fusebox stackfs subjects of backing-directory workloads:
+/// (name, description, `fusebox mount` arguments).
+const STACKFS_SUBJECTS: &[(&str, &str, &[&str])] = &[
+    (
+        "fusebox",
+        "fusebox stackfs, classic /dev/fuse transport",
+        &["--transport", "classic", "-o", "allow_other"],
+    ),
+    (
+        "fusebox-uring",
+        "fusebox stackfs, FUSE-over-io_uring",
+        &["--transport", "uring", "-o", "allow_other"],
+    ),
+    (
+        "fusebox-uring-idle",
+        "fusebox stackfs, FUSE-over-io_uring, queue threads SCHED_IDLE (--thread-policy idle)",
+        &["--transport", "uring", "--thread-policy", "idle", "-o", "allow_other"],
+    ),
+    (
+        "fusebox-uring-pt",
+        "fusebox stackfs, io_uring + passthrough",
+        &["--transport", "uring", "-o", "allow_other,passthrough"],
+    ),
+    // passthrough_hp's defaults: the source belongs to the mount, so names,
+    // attributes and negatives are cached for a day.
+    (
+        "fusebox-uring-cached",
+        "fusebox stackfs --exclusive (a day of entry/attr/negative caching) + writeback cache, io_uring, SCHED_IDLE queue threads",
+        &[
+            "--transport", "uring", "--thread-policy", "idle", "--exclusive",
+            "-o", "allow_other,writeback_cache",
+        ],
+    ),
+    (
+        "fusebox-uring-cached-pt",
+        "fusebox stackfs --exclusive + passthrough, io_uring, SCHED_IDLE queue threads",
+        &[
+            "--transport", "uring", "--thread-policy", "idle", "--exclusive",
+            "-o", "allow_other,passthrough",
+        ],
+    ),
+];
+
 fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
-    let b = &o.fusebox_bin;
     let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
     if o.peers {
         v.extend(crate::peers::all());
     }
-    v.push(fusebox_subject(
-        b,
-        "fusebox",
-        "fusebox stackfs, classic /dev/fuse transport",
-        "stackfs",
-        &["--transport", "classic", "-o", "allow_other"],
-        true,
-    ));
-    v.push(fusebox_subject(
-        b,
-        "fusebox-uring",
-        "fusebox stackfs, FUSE-over-io_uring",
-        "stackfs",
-        &["--transport", "uring", "-o", "allow_other"],
-        true,
-    ));
-    v.push(fusebox_subject(
-        b,
-        "fusebox-uring-idle",
-        "fusebox stackfs, FUSE-over-io_uring, queue threads SCHED_IDLE (--thread-policy idle)",
-        "stackfs",
-        &[
-            "--transport",
-            "uring",
-            "--thread-policy",
-            "idle",
-            "-o",
-            "allow_other",
-        ],
-        true,
-    ));
-    v.push(fusebox_subject(
-        b,
-        "fusebox-uring-pt",
-        "fusebox stackfs, io_uring + passthrough",
-        "stackfs",
-        &["--transport", "uring", "-o", "allow_other,passthrough"],
-        true,
-    ));
+    for (name, desc, args) in STACKFS_SUBJECTS {
+        v.push(fusebox_subject(
+            &o.fusebox_bin,
+            name,
+            desc,
+            "stackfs",
+            args,
+            true,
+        ));
+    }
     v
 }
 

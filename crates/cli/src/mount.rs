@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig};
+use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
 use fusebox_examples::{MemFs, NullFs, PathPassthrough, StackFs, TimingFs, TimingProfile};
 
@@ -91,6 +91,11 @@ pub struct MountArgs {
     /// stackfs: most O_PATH fds kept open for nodes.
     #[arg(long, default_value_t = 8192)]
     pub fd_cache: u64,
+    /// stackfs: SOURCE changes only through this mount, so names,
+    /// attributes and failed lookups are cached for a day (passthrough_hp's
+    /// default) instead of a second; `-o *_timeout=` still wins.
+    #[arg(long)]
+    pub exclusive: bool,
     /// Where a background daemon writes its log (default: discarded).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
@@ -151,7 +156,10 @@ pub fn run(args: MountArgs) -> Result<()> {
         thread_policy: args.thread_policy,
         ..SessionConfig::default()
     };
-    let t = opts.fs.timeouts;
+    if args.exclusive && !matches!(args.fs, FsKind::Stackfs) {
+        bail!("--exclusive applies to stackfs only");
+    }
+    let t = opts.fs.timeouts_or(Timeouts::default());
     match args.fs {
         FsKind::Stackfs => {
             let src = source.expect("checked above");
@@ -160,6 +168,7 @@ pub fn run(args: MountArgs) -> Result<()> {
                 StackOptions {
                     fs: opts.fs,
                     fd_cache: args.fd_cache,
+                    exclusive: args.exclusive,
                 },
             )
             .with_context(|| format!("opening source {}", src.display()))?;
@@ -179,25 +188,8 @@ pub fn run(args: MountArgs) -> Result<()> {
         }
         FsKind::Memfs => {
             // Every change to memfs passes through the kernel, so nothing can
-            // go stale behind its caches: a day of caching, negative names
-            // included, unless -o says otherwise.
-            let mut t = t;
-            let day = Duration::from_secs(86_400);
-            let given = |key: &str| {
-                args.options
-                    .iter()
-                    .flat_map(|o| o.split(','))
-                    .any(|o| o.split('=').next() == Some(key))
-            };
-            if !given("entry_timeout") {
-                t.entry = day;
-            }
-            if !given("attr_timeout") {
-                t.attr = day;
-            }
-            if !given("negative_timeout") {
-                t.negative = day;
-            }
+            // go stale behind its caches.
+            let t = opts.fs.timeouts_or(Timeouts::DAY);
             serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready)
         }
         FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),

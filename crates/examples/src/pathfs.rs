@@ -162,7 +162,7 @@ impl PathFilesystem for PathPassthrough {
     }
 
     fn timeouts(&self) -> Timeouts {
-        self.opts.timeouts
+        self.opts.timeouts_or(Timeouts::default())
     }
 
     fn getattr(&self, _: &Ctx, path: &Path, fh: Option<FileHandle>) -> FsResult<FileAttr> {

@@ -757,7 +757,7 @@ fn run_case(mount: TestMount, case: fn(&Path, &mut Log)) {
     );
 }
 
-macro_rules! conformance {
+macro_rules! table {
     ($($case:ident),* $(,)?) => {
         mod stackfs {
             $(#[test] fn $case() { super::run_case(super::TestMount::stackfs(), super::cases::$case) })*
@@ -819,26 +819,105 @@ macro_rules! conformance {
     };
 }
 
+/// stackfs with a day of caching and the writeback cache (what
+/// passthrough_hp runs by default), over io_uring (classic when the kernel
+/// lacks it: the point here is the cache, not the transport). The whole
+/// table but `lseek_data_hole`: see `cached_lseek_sees_unwritten_data`.
+macro_rules! cached_table {
+    ($($case:ident),* $(,)?) => {
+        mod cached {
+            use super::common::TestMount;
+            use fusebox::transport::TransportKind::{Classic, Uring};
+            pub fn transport() -> fusebox::transport::TransportKind {
+                if fusebox::transport::uring::availability().is_ok() { Uring } else { Classic }
+            }
+            $(#[test] fn $case() {
+                super::run_case(TestMount::stackfs_cached(transport()), super::cases::$case)
+            })*
+        }
+    };
+}
+
+/// Every case runs on every column; the cached column skips the cases whose
+/// answers a kernel-side cache legitimately changes.
+macro_rules! conformance {
+    (everywhere: [$($case:ident),* $(,)?], uncached: [$($u:ident),* $(,)?] $(,)?) => {
+        table!($($case,)* $($u,)*);
+        cached_table!($($case),*);
+    };
+}
+
 conformance!(
-    create_read_write_append_truncate,
-    o_direct_io,
-    mmap_io,
-    sparse_beyond_4g,
-    mkdir_rmdir,
-    readdir_10000,
-    rename_flags,
-    hard_links,
-    symlinks,
-    xattrs,
-    chmod_chown_utimensat,
-    statfs,
-    fsync_fdatasync,
-    fallocate,
-    lseek_data_hole,
-    copy_file_range,
-    unlink_open_file,
-    locks,
-    concurrent_writers,
-    fifty_thousand_files,
-    errno_table,
+    everywhere: [
+        create_read_write_append_truncate,
+        o_direct_io,
+        mmap_io,
+        sparse_beyond_4g,
+        mkdir_rmdir,
+        readdir_10000,
+        rename_flags,
+        hard_links,
+        symlinks,
+        xattrs,
+        chmod_chown_utimensat,
+        statfs,
+        fsync_fdatasync,
+        fallocate,
+        copy_file_range,
+        unlink_open_file,
+        locks,
+        concurrent_writers,
+        fifty_thousand_files,
+        errno_table,
+    ],
+    uncached: [lseek_data_hole],
 );
+
+/// Under the writeback cache, data not yet written back must still count as
+/// data: SEEK_DATA/SEEK_HOLE may be coarse (the whole file is data) but
+/// never report a hole over bytes just written.
+#[test]
+fn cached_lseek_sees_unwritten_data() {
+    let m = TestMount::stackfs_cached(cached::transport());
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(m.mnt.join("holes"))
+        .unwrap();
+    f.write_at(&[1u8; 4096], 0).unwrap();
+    f.write_at(&[2u8; 4096], 1 << 20).unwrap();
+    let size = (1 << 20) + 4096;
+    let data = rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(0)).unwrap();
+    assert_eq!(data, 0);
+    let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(0)).unwrap();
+    assert!((4096..=size).contains(&hole), "hole at {hole}");
+    let data = rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(1 << 20)).unwrap();
+    assert_eq!(data, 1 << 20);
+    let past = rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(size + 1));
+    assert_eq!(past, Err(rustix::io::Errno::NXIO));
+}
+
+/// The writeback cache reads around partial writes through whatever file is
+/// open, and computes O_APPEND offsets itself: a write-only open and an
+/// append must still land exactly where they do natively, in the source too.
+#[test]
+fn cached_write_only_and_append_reach_the_source() {
+    let m = TestMount::stackfs_cached(cached::transport());
+    let src = m.src.as_ref().expect("stackfs has a source");
+    let p = m.mnt.join("f");
+    fs::write(&p, b"0123456789").unwrap();
+    let f = OpenOptions::new().write(true).open(&p).unwrap();
+    f.write_at(b"ab", 3).unwrap();
+    drop(f);
+    let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+    f.write_all(b"XY").unwrap();
+    f.write_all(b"Z").unwrap();
+    drop(f);
+    assert_eq!(fs::read(&p).unwrap(), b"012ab56789XYZ");
+    let f = File::open(&p).unwrap();
+    f.sync_all().unwrap();
+    // Written back on close at the latest (fuse_release under writeback).
+    assert_eq!(fs::read(src.join("f")).unwrap(), b"012ab56789XYZ");
+}

@@ -240,3 +240,40 @@ fn passthrough_keeps_file_io_out_of_the_daemon() {
     );
     assert!(io("OPEN") + io("CREATE") >= 4);
 }
+
+/// Unmounting goes by path: a daemon whose mount someone else took away
+/// must not, on its way out, unmount what was mounted at that path since
+/// (the next daemon's mount).
+#[test]
+fn a_daemon_unmounted_by_someone_else_leaves_the_next_mount_alone() {
+    let dir = scratch_dir("remount");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mnt = std::fs::canonicalize(&mnt).unwrap();
+    let mount = || {
+        let cfg = SessionConfig {
+            workers: 2,
+            stats_socket: false,
+            ..Default::default()
+        };
+        let fs = fusebox_examples::NullFs::new(Timeouts::default());
+        Session::mount(fs, &mnt, &test_options(), cfg).expect("mount")
+    };
+    let connections_at = |p: &std::path::Path| -> Vec<u32> {
+        fusebox::mount::fuse_mounts()
+            .into_iter()
+            .filter(|m| m.mountpoint == p)
+            .map(|m| m.connection)
+            .collect()
+    };
+    let first = mount();
+    rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::empty()).expect("umount");
+    let second = mount();
+    let now = connections_at(&mnt);
+    assert_eq!(now.len(), 1, "{now:?}");
+    // The first daemon's workers see the connection end; its teardown runs.
+    first.wait().expect("first daemon ends cleanly");
+    assert_eq!(connections_at(&mnt), now, "the second mount must survive");
+    drop(second);
+    assert!(connections_at(&mnt).is_empty());
+}

@@ -26,7 +26,7 @@ pub mod types;
 
 pub use error::{Errno, Error, FsResult};
 pub use fs::{Filesystem, PathAdapter, PathFilesystem};
-pub use mount::{FsOptions, MountOptions, Options};
+pub use mount::{FsOptions, MountOptions, Options, TimeoutOverrides};
 pub use session::{Session, SessionConfig, ShutdownHandle};
 pub use types::*;
 

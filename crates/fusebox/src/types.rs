@@ -212,6 +212,18 @@ impl Default for Timeouts {
     }
 }
 
+impl Timeouts {
+    /// A day for everything, negative lookups included: for a filesystem
+    /// that sees every change to its data through the kernel (memfs, or a
+    /// stackable one whose source nothing else touches), so no cached
+    /// answer can go stale (libfuse passthrough_hp's default).
+    pub const DAY: Timeouts = Timeouts {
+        entry: Duration::from_secs(86_400),
+        attr: Duration::from_secs(86_400),
+        negative: Duration::from_secs(86_400),
+    };
+}
+
 /// The answer to a name lookup: a node and its attributes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Entry {

@@ -48,6 +48,10 @@ pub struct StackOptions {
     pub fs: FsOptions,
     /// Most O_PATH fds kept open for nodes (the rest are reopened by handle).
     pub fd_cache: u64,
+    /// The source changes only through this mount, so the kernel may cache
+    /// names, attributes and negative lookups for a day (timeouts given
+    /// with `-o` still win). Without it, libfuse's one second.
+    pub exclusive: bool,
 }
 
 impl Default for StackOptions {
@@ -55,6 +59,7 @@ impl Default for StackOptions {
         StackOptions {
             fs: FsOptions::default(),
             fd_cache: 8192,
+            exclusive: false,
         }
     }
 }
@@ -65,9 +70,12 @@ pub struct StackFs {
     next_handle: AtomicU64,
     proc_self_fd: OwnedFd,
     opts: StackOptions,
+    timeouts: Timeouts,
     notifier: OnceLock<Notifier>,
     /// Passthrough was asked for and the kernel agreed.
     passthrough: AtomicBool,
+    /// The kernel caches writes (writeback_cache was asked for and agreed).
+    writeback: AtomicBool,
 }
 
 fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
@@ -119,7 +127,13 @@ impl StackFs {
             Mode::empty(),
         )?;
         rustix::process::umask(Mode::empty());
+        let timeouts = opts.fs.timeouts_or(if opts.exclusive {
+            Timeouts::DAY
+        } else {
+            Timeouts::default()
+        });
         Ok(StackFs {
+            timeouts,
             nodes: NodeTable::new(root, root_mount, opts.fd_cache),
             handles: DashMap::new(),
             next_handle: AtomicU64::new(1),
@@ -127,6 +141,7 @@ impl StackFs {
             opts,
             notifier: OnceLock::new(),
             passthrough: AtomicBool::new(false),
+            writeback: AtomicBool::new(false),
         })
     }
 
@@ -136,7 +151,23 @@ impl StackFs {
     }
 
     fn t(&self) -> &Timeouts {
-        &self.opts.fs.timeouts
+        &self.timeouts
+    }
+
+    /// Open flags as the source must see them. With the writeback cache the
+    /// kernel reads pages around partial writes through any open file, so
+    /// write-only opens must be able to read; and it computes append
+    /// offsets itself, so O_APPEND would make the source append a second
+    /// time at its own end of file.
+    fn source_flags(&self, flags: OFlags) -> OFlags {
+        if !self.writeback.load(Ordering::Relaxed) {
+            return flags;
+        }
+        let mut f = flags - OFlags::APPEND;
+        if f & OFlags::ACCMODE == OFlags::WRONLY {
+            f = (f - OFlags::WRONLY) | OFlags::RDWR;
+        }
+        f
     }
 
     fn attr_reply(&self, st: &rustix::fs::Stat) -> AttrReply {
@@ -283,6 +314,12 @@ impl Filesystem for StackFs {
                 );
             }
         }
+        // The kernel turns writeback off when passthrough is on.
+        let passthrough = self.passthrough.load(Ordering::Relaxed);
+        self.writeback.store(
+            conn.has(init::WRITEBACK_CACHE) && !passthrough,
+            Ordering::Relaxed,
+        );
         let _ = self.notifier.set(notifier.clone());
         Ok(())
     }
@@ -418,7 +455,7 @@ impl Filesystem for StackFs {
         // O_CREAT/O_EXCL were handled by the kernel; O_NOFOLLOW must not
         // apply to the /proc magic link we open through.
         let strip = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW;
-        let flags = OFlags::from_bits_retain((a.flags & !strip) as _);
+        let flags = self.source_flags(OFlags::from_bits_retain((a.flags & !strip) as _));
         let fd = self.reopen(node, flags)?;
         if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
             kill_suidgid(&fd)?;
@@ -615,7 +652,7 @@ impl Filesystem for StackFs {
     ) -> FsResult<(Entry, Opened)> {
         let pfd = self.nodes.fd(parent)?;
         let c = cstr(name)?;
-        let flags = OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _)
+        let flags = self.source_flags(OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _))
             | OFlags::CREATE
             | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
@@ -637,8 +674,9 @@ impl Filesystem for StackFs {
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
         let pfd = self.nodes.fd(parent)?;
-        let flags = OFlags::from_bits_retain((a.flags & !(libc::O_CREAT | libc::O_NOCTTY)) as _)
-            | OFlags::TMPFILE
+        let flags = self.source_flags(OFlags::from_bits_retain(
+            (a.flags & !(libc::O_CREAT | libc::O_NOCTTY)) as _,
+        )) | OFlags::TMPFILE
             | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
         let fd = sys::as_caller(ctx.uid, ctx.gid, || {
@@ -673,6 +711,14 @@ impl Filesystem for StackFs {
     }
 
     fn lseek(&self, _: &Ctx, _: NodeId, a: &Lseek) -> FsResult<u64> {
+        // With the writeback cache, data may still sit in the kernel's dirty
+        // pages, and the kernel asks for SEEK_DATA/SEEK_HOLE without writing
+        // them back first: the source would report holes where there is
+        // data. ENOSYS makes the kernel answer itself, treating the whole
+        // file as data, which is always a correct (if coarse) answer.
+        if self.writeback.load(Ordering::Relaxed) {
+            return Err(Errno::ENOSYS);
+        }
         let h = self.file(a.fh)?;
         let from = seek_from(a)?;
         rustix::fs::seek(Self::file_fd(&h)?, from).map_err(errno)

@@ -144,6 +144,19 @@ impl TestMount {
     }
 
     pub fn stackfs_with(t: Transport, opts: &Options) -> TestMount {
+        Self::stackfs_configured(t, opts, false)
+    }
+
+    /// stackfs as passthrough_hp runs by default: the source is the
+    /// mount's alone (`exclusive`: a day of caching, negatives included)
+    /// and the kernel caches writes.
+    pub fn stackfs_cached(t: Transport) -> TestMount {
+        let mut o = test_options();
+        o.apply("writeback_cache").unwrap();
+        Self::stackfs_configured(t, &o, true)
+    }
+
+    fn stackfs_configured(t: Transport, opts: &Options, exclusive: bool) -> TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
@@ -151,6 +164,7 @@ impl TestMount {
             &src,
             StackOptions {
                 fs: opts.fs,
+                exclusive,
                 ..Default::default()
             },
         )

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use options::{FsOptions, MountOptions, Options};
+pub use options::{FsOptions, MountOptions, Options, TimeoutOverrides};
 
 use crate::error::Error;
 
@@ -30,6 +30,29 @@ pub struct Mount {
     device: OwnedFd,
     method: Method,
     mounted: AtomicBool,
+    identity: MountIdentity,
+}
+
+/// What tells our mount from one made at the same path after ours went
+/// away. Connection numbers and mount ids are both reused at once (lowest
+/// free number), so the unique mount id (Linux 6.8+) is what decides; the
+/// connection number is the fallback on older kernels.
+#[derive(Debug)]
+struct MountIdentity {
+    unique_id: Option<u64>,
+    connection: Option<u32>,
+}
+
+impl MountIdentity {
+    fn is_on_top_at(&self, mountpoint: &Path) -> bool {
+        match top_mount_at(mountpoint) {
+            None => false,
+            Some(top) => match self.unique_id {
+                Some(id) => unique_mount_id(mountpoint) == Some(id),
+                None => self.connection.is_none() || top == self.connection,
+            },
+        }
+    }
 }
 
 impl Mount {
@@ -40,23 +63,22 @@ impl Mount {
         if !mountpoint.is_dir() {
             return Err(Error::BadMountpoint(mountpoint));
         }
-        if rustix::process::geteuid().is_root() {
-            let device = mount_syscall(&mountpoint, opts)?;
-            Ok(Mount {
-                mountpoint,
-                device,
-                method: Method::Syscall,
-                mounted: AtomicBool::new(true),
-            })
+        let (device, method) = if rustix::process::geteuid().is_root() {
+            (mount_syscall(&mountpoint, opts)?, Method::Syscall)
         } else {
-            let device = mount_fusermount(&mountpoint, opts)?;
-            Ok(Mount {
-                mountpoint,
-                device,
-                method: Method::Fusermount,
-                mounted: AtomicBool::new(true),
-            })
-        }
+            (mount_fusermount(&mountpoint, opts)?, Method::Fusermount)
+        };
+        let identity = MountIdentity {
+            unique_id: unique_mount_id(&mountpoint),
+            connection: connection_id(&mountpoint),
+        };
+        Ok(Mount {
+            mountpoint,
+            device,
+            method,
+            mounted: AtomicBool::new(true),
+            identity,
+        })
     }
 
     pub fn mountpoint(&self) -> &Path {
@@ -72,6 +94,16 @@ impl Mount {
     /// the daemon's workers see ENODEV once the last one goes).
     pub fn unmount(&self) -> Result<(), Error> {
         if !self.mounted.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Unmounting goes by path, and once someone else has unmounted us
+        // (umount, fusermount -u) the path may already hold a new mount,
+        // e.g. the next daemon's: unmount only what is still ours.
+        if !self.identity.is_on_top_at(&self.mountpoint) {
+            tracing::info!(
+                mountpoint = %self.mountpoint.display(),
+                "already unmounted (the path may hold another mount now); leaving it alone"
+            );
             return Ok(());
         }
         unmount_path(&self.mountpoint, self.method == Method::Fusermount)
@@ -348,6 +380,37 @@ fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
         source: unescape_mountinfo(source),
         connection: minor.parse().ok()?,
     })
+}
+
+/// What is mounted on top at `mountpoint`: `Some(Some(connection))` for a
+/// FUSE mount, `Some(None)` for another filesystem, `None` for nothing.
+/// mountinfo lists mounts at one path bottom to top.
+fn top_mount_at(mountpoint: &Path) -> Option<Option<u32>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines()
+        .rev()
+        .find(|line| {
+            line.split(' ')
+                .nth(4)
+                .is_some_and(|mp| Path::new(&unescape_mountinfo(mp)) == mountpoint)
+        })
+        .map(|line| parse_mountinfo_line(line).map(|m| m.connection))
+}
+
+/// The never-reused id of the mount on top at `mountpoint`
+/// (STATX_MNT_ID_UNIQUE, Linux 6.8+). DONT_SYNC: statx must not send a
+/// request to a FUSE daemon, which may be ourselves, not serving yet.
+fn unique_mount_id(mountpoint: &Path) -> Option<u64> {
+    use rustix::fs::{AtFlags, StatxFlags, CWD};
+    const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+    let st = rustix::fs::statx(
+        CWD,
+        mountpoint,
+        AtFlags::STATX_DONT_SYNC,
+        StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE),
+    )
+    .ok()?;
+    (st.stx_mask & STATX_MNT_ID_UNIQUE != 0).then_some(st.stx_mnt_id)
 }
 
 fn connection_id(mountpoint: &Path) -> Option<u32> {

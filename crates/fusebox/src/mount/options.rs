@@ -52,7 +52,9 @@ impl Default for MountOptions {
 /// Options a filesystem applies to its own answers.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FsOptions {
-    pub timeouts: Timeouts,
+    /// Cache lifetimes given with `-o *_timeout=`; the rest are the
+    /// filesystem's own defaults (see [`FsOptions::timeouts_or`]).
+    pub timeouts: TimeoutOverrides,
     /// Open every file with FOPEN_DIRECT_IO (no kernel page cache).
     pub direct_io: bool,
     /// Keep the page cache across opens (FOPEN_KEEP_CACHE).
@@ -70,6 +72,28 @@ pub struct FsOptions {
     /// kernel stops sending them, including the security.capability probe
     /// it otherwise makes before every write.
     pub noxattr: bool,
+}
+
+/// Per-field `-o` overrides of a filesystem's default [`Timeouts`]: each
+/// filesystem knows best how long its answers stay true, and only what the
+/// user set explicitly should replace that.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeoutOverrides {
+    pub entry: Option<Duration>,
+    pub attr: Option<Duration>,
+    pub negative: Option<Duration>,
+}
+
+impl FsOptions {
+    /// `defaults` with every timeout the user gave replacing its field.
+    pub fn timeouts_or(&self, defaults: Timeouts) -> Timeouts {
+        let o = &self.timeouts;
+        Timeouts {
+            entry: o.entry.unwrap_or(defaults.entry),
+            attr: o.attr.unwrap_or(defaults.attr),
+            negative: o.negative.unwrap_or(defaults.negative),
+        }
+    }
 }
 
 /// Everything `-o` can say.
@@ -174,9 +198,11 @@ impl Options {
                     }
                 }
             }
-            "attr_timeout" => self.fs.timeouts.attr = parse_secs(opt, need(opt, val)?)?,
-            "entry_timeout" => self.fs.timeouts.entry = parse_secs(opt, need(opt, val)?)?,
-            "negative_timeout" => self.fs.timeouts.negative = parse_secs(opt, need(opt, val)?)?,
+            "attr_timeout" => self.fs.timeouts.attr = Some(parse_secs(opt, need(opt, val)?)?),
+            "entry_timeout" => self.fs.timeouts.entry = Some(parse_secs(opt, need(opt, val)?)?),
+            "negative_timeout" => {
+                self.fs.timeouts.negative = Some(parse_secs(opt, need(opt, val)?)?)
+            }
             "direct_io" => self.fs.direct_io = true,
             "keep_cache" => self.fs.keep_cache = true,
             "flush" => self.fs.flush = true,
@@ -206,7 +232,12 @@ mod tests {
         assert!(o.mount.allow_other && o.mount.default_permissions);
         assert_eq!(o.mount.fsname.as_deref(), Some("src"));
         assert_eq!(o.init.max_write, 131072);
-        assert_eq!(o.fs.timeouts.attr, Duration::from_millis(2500));
+        let t = o.fs.timeouts_or(Timeouts::DAY);
+        assert_eq!(t.attr, Duration::from_millis(2500));
+        assert_eq!(
+            (t.entry, t.negative),
+            (Timeouts::DAY.entry, Timeouts::DAY.negative)
+        );
         assert_eq!(o.init.want & f::DO_READDIRPLUS, 0);
         assert_ne!(o.init.want & f::WRITEBACK_CACHE, 0);
     }
