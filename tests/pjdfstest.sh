@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs pjdfstest on native tmpfs and on each fusebox example filesystem that
-# stores data (stackfs, memfs, and pathfs through the path-level API),
-# and fails unless every filesystem has the same failures as native (none).
+# stores data (stackfs, memfs, and pathfs through the path-level API) over
+# each transport, plus stackfs with passthrough and with the cached
+# configuration, and fails unless every run has the same failures as native
+# (none).
 # Needs root, pjdfstest (cargo install pjdfstest) and a release build of
 # the fusebox binary (BIN, default target/release/fusebox).
 set -euo pipefail
@@ -30,30 +32,40 @@ want=$(summary "$WORK/native.log" | sed 's/, [0-9]* total//')
 
 status=0
 runs=0
-transports="classic"
+# One line per configuration: label, filesystem, transport, extra mount
+# arguments. io_uring rows run only where the kernel has it switched on.
+configs="stackfs-classic stackfs classic
+memfs-classic memfs classic
+pathfs-classic pathfs classic"
 if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
-  transports="classic uring"
+  configs="$configs
+stackfs-uring stackfs uring
+memfs-uring memfs uring
+pathfs-uring pathfs uring
+stackfs-uring-passthrough stackfs uring -o passthrough
+stackfs-uring-cached stackfs uring --exclusive -o writeback_cache"
 else
   echo "SKIPPED pjdfstest over io_uring: enable_uring is off"
 fi
-for transport in $transports; do
-  for fs in stackfs memfs pathfs; do
-    # Short: pjdfstest binds unix sockets, whose paths must fit in 108 bytes.
-    dir="$WORK/${fs:0:1}${transport:0:1}"
-    mkdir -p "$dir/src" "$dir/mnt"
-    if [ "$fs" != memfs ]; then args=("$dir/src" "$dir/mnt"); else args=("$dir/mnt"); fi
-    "$BIN" mount "$fs" "${args[@]}" --transport "$transport" -o allow_other,default_permissions >/dev/null
-    (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
-    got=$(summary "$dir/pjd.log" | sed 's/, [0-9]* total//')
-    echo "$fs ($transport):  $(summary "$dir/pjd.log")"
-    runs=$((runs + 1))
-    if [ "$got" != "$want" ]; then
-      echo "pjdfstest on $fs ($transport) differs from native tmpfs; failures:"
-      grep -E 'FAILED|failed$' "$dir/pjd.log" | head -40 || true
-      status=1
-    fi
-    "$BIN" umount "$dir/mnt"
-  done
-done
+n=0
+while read -r label fs transport extra; do
+  n=$((n + 1))
+  # Short: pjdfstest binds unix sockets, whose paths must fit in 108 bytes.
+  dir="$WORK/c$n"
+  mkdir -p "$dir/src" "$dir/mnt"
+  if [ "$fs" != memfs ]; then args=("$dir/src" "$dir/mnt"); else args=("$dir/mnt"); fi
+  # shellcheck disable=SC2086 # extra holds separate arguments
+  "$BIN" mount "$fs" "${args[@]}" --transport "$transport" $extra -o allow_other,default_permissions >/dev/null
+  (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
+  got=$(summary "$dir/pjd.log" | sed 's/, [0-9]* total//')
+  echo "$label:  $(summary "$dir/pjd.log")"
+  runs=$((runs + 1))
+  if [ "$got" != "$want" ]; then
+    echo "pjdfstest on $label differs from native tmpfs; failures:"
+    grep -E 'FAILED|failed$' "$dir/pjd.log" | head -40 || true
+    status=1
+  fi
+  "$BIN" umount "$dir/mnt"
+done <<< "$configs"
 if [ $status = 0 ]; then echo "pjdfstest: $runs passed, 0 failed"; fi
 exit $status

@@ -42,7 +42,7 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
             if f.dataset == FilesDataset::Backing
                 && matches!(
                     f.phase,
-                    FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete
+                    FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete | FilesPhase::ListStat
                 ) =>
         {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
@@ -58,7 +58,10 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
         Kind::Fio(f) if f.rw.is_read() => Ok(()),
         Kind::Files(f)
             if f.dataset == FilesDataset::Backing
-                && matches!(f.phase, FilesPhase::Stat | FilesPhase::Read) =>
+                && matches!(
+                    f.phase,
+                    FilesPhase::Stat | FilesPhase::Read | FilesPhase::ListStat
+                ) =>
         {
             Ok(())
         }
@@ -247,6 +250,9 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
     fs::create_dir_all(dir)?;
     let per = f.count / f.threads;
     let data = vec![b'x'; f.file_size as usize];
+    if f.phase == FilesPhase::ListStat {
+        return list_stat(dir);
+    }
     if f.dataset == FilesDataset::JustCreated && f.phase != FilesPhase::Create {
         for i in 0..per * f.threads {
             create_file(&dir.join(format!("f{i}")), &data)?;
@@ -269,9 +275,29 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
                     }
                 }
                 FilesPhase::Delete => fs::remove_file(&p)?,
+                FilesPhase::StatMissing => {
+                    let missing = dir.join(format!("missing{}", i % 1000));
+                    match fs::symlink_metadata(&missing) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        other => bail!("{}: expected ENOENT, got {other:?}", missing.display()),
+                    }
+                }
+                FilesPhase::ListStat => unreachable!("handled above"),
             }
         }
         Ok(per as u64)
+    })
+}
+
+/// `ls -l`: one listing, then an lstat of every entry; ops = entries.
+fn list_stat(dir: &Path) -> Result<Sample> {
+    parallel(1, |_| {
+        let mut n = 0;
+        for e in fs::read_dir(dir)? {
+            fs::symlink_metadata(e?.path())?;
+            n += 1;
+        }
+        Ok(n)
     })
 }
 

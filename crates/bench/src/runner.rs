@@ -130,6 +130,64 @@ fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     v
 }
 
+/// stackfs over io_uring with one round-trip setting changed at a time:
+/// (name, what changes, extra `fusebox mount` arguments).
+const KNOBS: &[(&str, &str, &[&str])] = &[
+    (
+        "defaults",
+        "defaults: 1 s entry/attr timeouts, no negative caching, FOPEN_NOFLUSH, handle_killpriv_v2, readdirplus auto, max_write 1 MiB",
+        &[],
+    ),
+    ("flush", "FLUSH sent on every close (-o flush)", &["-o", "flush"]),
+    (
+        "no-killpriv",
+        "without handle_killpriv_v2 (-o no_handle_killpriv_v2)",
+        &["-o", "no_handle_killpriv_v2"],
+    ),
+    (
+        "negative",
+        "negative lookups cached for a day (-o negative_timeout=86400)",
+        &["-o", "negative_timeout=86400"],
+    ),
+    (
+        "exclusive",
+        "names, attributes and negatives cached for a day (--exclusive)",
+        &["--exclusive"],
+    ),
+    (
+        "writeback",
+        "--exclusive plus the writeback cache (-o writeback_cache)",
+        &["--exclusive", "-o", "writeback_cache"],
+    ),
+    (
+        "no-readdirplus",
+        "plain READDIR, a LOOKUP per entry (-o readdirplus=no)",
+        &["-o", "readdirplus=no"],
+    ),
+    (
+        "max-write-128k",
+        "writes of at most 128 KiB (-o max_write=131072)",
+        &["-o", "max_write=131072"],
+    ),
+];
+
+fn knob_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
+    let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
+    for (knob, desc, extra) in KNOBS {
+        let mut args = vec!["--transport", "uring", "-o", "allow_other"];
+        args.extend_from_slice(extra);
+        v.push(fusebox_subject(
+            &o.fusebox_bin,
+            &format!("knob-{knob}"),
+            &format!("fusebox stackfs, io_uring; {desc}"),
+            "stackfs",
+            &args,
+            true,
+        ));
+    }
+    v
+}
+
 fn nullfs_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     let b = &o.fusebox_bin;
     vec![
@@ -339,6 +397,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         }
         let subjects = match &w.target {
             Target::Backing => backing_subjects(o),
+            Target::Knobs => knob_subjects(o),
             Target::NullFs => nullfs_subjects(o),
             Target::TimingFs { profile } => timingfs_subjects(o, profile),
         };
@@ -399,7 +458,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         .collect();
 
     for w in &workloads {
-        if w.target == Target::Backing {
+        if w.target.uses_backing() {
             engine::prepare_dataset(w, &backing)
                 .with_context(|| format!("preparing the dataset of {}", w.name))?;
         }
@@ -472,7 +531,7 @@ type RunOutput = (
 );
 
 fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result<RunOutput> {
-    if w.target == Target::Backing {
+    if w.target.uses_backing() {
         // Workloads that consume their dataset (files-del) need it back
         // before every run; existing files are kept, so this is cheap.
         engine::prepare_dataset(w, backing)?;
@@ -500,7 +559,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     // Give a lazily unmounted daemon's last requests time to land before
     // the backing directory is reset.
     std::thread::sleep(Duration::from_millis(20));
-    if w.target == Target::Backing {
+    if w.target.uses_backing() {
         engine::reset_after(w, backing)?;
     }
     Ok((sample?, daemon_cpu, stats))

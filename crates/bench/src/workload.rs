@@ -17,6 +17,17 @@ pub enum Target {
     NullFs,
     /// fusebox's timingfs with a latency profile, per transport.
     TimingFs { profile: &'static str },
+    /// fusebox stackfs over the backing directory with one round-trip
+    /// setting changed at a time, against native and the defaults.
+    Knobs,
+}
+
+impl Target {
+    /// Whether the workload runs in the shared backing directory (datasets
+    /// laid out there, reset after each run).
+    pub fn uses_backing(&self) -> bool {
+        matches!(self, Target::Backing | Target::Knobs)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,6 +73,11 @@ pub enum FilesPhase {
     Stat,
     Read,
     Delete,
+    /// stat of names that do not exist, each of 1,000 names looked up
+    /// `count / 1000` times (a search path, an import system).
+    StatMissing,
+    /// `ls -l`: list the directory, then lstat every entry.
+    ListStat,
 }
 
 /// Where the files a stat, read or delete phase works on come from.
@@ -465,7 +481,7 @@ pub struct Suite {
 }
 
 pub const SUITES: &[&str] = &[
-    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "all",
+    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -475,6 +491,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         "quick" => (quick(), 3, 1),
         // v2: stat and unlink run on files just created through the mount.
         "fastpath" => (fastpath(), 3, 2),
+        "knobs" => (knobs(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -543,6 +560,86 @@ fn fastpath() -> Vec<Workload> {
         });
     }
     w
+}
+
+/// Each round-trip setting on and off: the metadata and write workloads
+/// the settings act on, over stackfs variants (`Target::Knobs`).
+fn knobs() -> Vec<Workload> {
+    let files = |phase, label: &str, count, dataset, desc: &str| Workload {
+        name: format!("knobs/{label}"),
+        group: "knobs",
+        description: desc.into(),
+        target: Target::Knobs,
+        kind: Kind::Files(Files {
+            phase,
+            count,
+            threads: 1,
+            file_size: 16,
+            dataset,
+        }),
+        drop_caches: false,
+    };
+    let write = |bs: u64, label: &str| {
+        let f = Fio {
+            rw: FioRw::SeqWrite,
+            bs,
+            threads: 1,
+            file_per_thread: false,
+            size: 256 * MIB,
+            direct: false,
+            fsync_at_end: false,
+            fdatasync_every_write: false,
+            runtime: Duration::from_secs(3),
+        };
+        let mut w = fio(
+            "knobs",
+            format!("knobs/write-{label}"),
+            format!("fio sequential write {label} buffered, psync, 1 thread"),
+            f,
+        );
+        w.target = Target::Knobs;
+        w
+    };
+    use FilesDataset::{Backing, JustCreated};
+    vec![
+        files(
+            FilesPhase::Create,
+            "create-5000",
+            5000,
+            Backing,
+            "5,000 files: open O_CREAT, 16-byte write, close",
+        ),
+        files(
+            FilesPhase::Stat,
+            "stat-5000",
+            5000,
+            JustCreated,
+            "stat of 5,000 files just created through the mount",
+        ),
+        files(
+            FilesPhase::Delete,
+            "unlink-5000",
+            5000,
+            JustCreated,
+            "unlink of 5,000 files just created through the mount",
+        ),
+        files(
+            FilesPhase::StatMissing,
+            "stat-missing-20000",
+            20_000,
+            Backing,
+            "20,000 stats of 1,000 names that do not exist",
+        ),
+        files(
+            FilesPhase::ListStat,
+            "ls-l-5000",
+            5000,
+            Backing,
+            "ls -l of a directory of 5,000 files, cold",
+        ),
+        write(4 * KIB, "4k"),
+        write(MIB, "1m"),
+    ]
 }
 
 /// The README's demo: one workload of each kind, short runs.

@@ -174,22 +174,27 @@ impl Options {
             "congestion_threshold" => {
                 i.congestion_threshold = Some(parse_num(opt, need(opt, val)?)?)
             }
-            "writeback_cache" => i.want |= f::WRITEBACK_CACHE,
-            "no_writeback_cache" => i.want &= !f::WRITEBACK_CACHE,
-            "async_read" => i.want |= f::ASYNC_READ,
-            "sync_read" => i.want &= !f::ASYNC_READ,
-            "parallel_dirops" => i.want |= f::PARALLEL_DIROPS,
-            "no_parallel_dirops" => i.want &= !f::PARALLEL_DIROPS,
-            "handle_killpriv_v2" => i.want |= f::HANDLE_KILLPRIV_V2,
-            "no_handle_killpriv_v2" => i.want &= !f::HANDLE_KILLPRIV_V2,
-            "splice_read" => i.want |= f::SPLICE_READ,
-            "splice_write" => i.want |= f::SPLICE_WRITE | f::SPLICE_MOVE,
+            "writeback_cache" => i.ask(f::WRITEBACK_CACHE),
+            "no_writeback_cache" => i.refuse(f::WRITEBACK_CACHE),
+            "async_read" => i.ask(f::ASYNC_READ),
+            "sync_read" => i.refuse(f::ASYNC_READ),
+            "parallel_dirops" => i.ask(f::PARALLEL_DIROPS),
+            "no_parallel_dirops" => i.refuse(f::PARALLEL_DIROPS),
+            "handle_killpriv_v2" => i.ask(f::HANDLE_KILLPRIV_V2),
+            "no_handle_killpriv_v2" => i.refuse(f::HANDLE_KILLPRIV_V2),
+            "splice_read" => i.ask(f::SPLICE_READ),
+            "splice_write" => i.ask(f::SPLICE_WRITE | f::SPLICE_MOVE),
             "readdirplus" => {
-                i.want &= !(f::DO_READDIRPLUS | f::READDIRPLUS_AUTO);
+                let plus = f::DO_READDIRPLUS | f::READDIRPLUS_AUTO;
+                i.want &= !plus;
+                i.refused &= !plus;
                 match need(opt, val)? {
-                    "yes" => i.want |= f::DO_READDIRPLUS,
-                    "auto" => i.want |= f::DO_READDIRPLUS | f::READDIRPLUS_AUTO,
-                    "no" => {}
+                    "yes" => {
+                        i.ask(f::DO_READDIRPLUS);
+                        i.refused |= f::READDIRPLUS_AUTO;
+                    }
+                    "auto" => i.ask(plus),
+                    "no" => i.refuse(plus),
                     other => {
                         return Err(Error::BadOption {
                             option: opt.into(),

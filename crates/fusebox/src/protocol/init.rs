@@ -15,6 +15,9 @@ pub struct Connection {
     pub kernel_flags: u64,
     /// Flags we will ask for; only those the kernel offered take effect.
     pub want: u64,
+    /// Flags the user turned off (`-o no_...`): `enable` leaves them off,
+    /// so a mount option wins over a filesystem's own preference.
+    pub refused: u64,
     pub max_write: u32,
     pub max_read: u32,
     pub max_readahead: u32,
@@ -32,8 +35,12 @@ impl Connection {
         self.kernel_flags & flag != 0
     }
 
-    /// Ask for `flag`; returns whether the kernel offers it.
+    /// Ask for `flag`; returns whether it will be in force: the kernel
+    /// offers it and the user did not refuse it.
     pub fn enable(&mut self, flag: u64) -> bool {
+        if self.refused & flag != 0 {
+            return false;
+        }
         self.want |= flag;
         self.kernel_offers(flag)
     }
@@ -67,6 +74,22 @@ pub struct InitConfig {
     pub max_background: u16,
     pub congestion_threshold: Option<u16>,
     pub want: u64,
+    /// Flags the user turned off explicitly (see [`Connection::refused`]).
+    pub refused: u64,
+}
+
+impl InitConfig {
+    /// Ask for `flags` (undoing an earlier refusal).
+    pub fn ask(&mut self, flags: u64) {
+        self.want |= flags;
+        self.refused &= !flags;
+    }
+
+    /// Never ask for `flags`, whatever the filesystem prefers.
+    pub fn refuse(&mut self, flags: u64) {
+        self.want &= !flags;
+        self.refused |= flags;
+    }
 }
 
 impl Default for InitConfig {
@@ -91,6 +114,7 @@ impl Default for InitConfig {
                 | f::SETXATTR_EXT
                 | f::INIT_EXT
                 | f::DIRECT_IO_ALLOW_MMAP,
+            refused: 0,
         }
     }
 }
@@ -131,7 +155,8 @@ pub fn begin(init: &abi::InitIn, cfg: &InitConfig) -> Result<InitStep, Error> {
     Ok(InitStep::Proceed(Connection {
         proto_minor: init.minor.min(abi::KERNEL_MINOR_VERSION),
         kernel_flags,
-        want: cfg.want,
+        want: cfg.want & !cfg.refused,
+        refused: cfg.refused,
         max_write: cfg.max_write,
         max_read: cfg.max_read,
         max_readahead,
@@ -258,5 +283,20 @@ mod tests {
         assert!(
             matches!(begin(&k, &InitConfig::default()), Ok(InitStep::Retry(o)) if o.major == 7)
         );
+    }
+
+    #[test]
+    fn a_refused_flag_stays_off_whatever_the_filesystem_asks() {
+        let offered = f::HANDLE_KILLPRIV_V2 | f::WRITEBACK_CACHE;
+        let mut cfg = InitConfig::default();
+        cfg.refuse(f::HANDLE_KILLPRIV_V2);
+        let InitStep::Proceed(mut c) = begin(&kernel(45, offered), &cfg).unwrap() else {
+            panic!()
+        };
+        assert!(!c.enable(f::HANDLE_KILLPRIV_V2));
+        assert!(c.enable(f::WRITEBACK_CACHE));
+        let out = finish(&mut c);
+        assert_eq!(out.flags as u64 & f::HANDLE_KILLPRIV_V2, 0);
+        assert_ne!(out.flags as u64 & f::WRITEBACK_CACHE, 0);
     }
 }
