@@ -9,10 +9,12 @@ use fusebox_bench::runner::{self, Backing, BenchOptions};
 #[derive(Args)]
 #[command(after_help = "\
 SUITES: quick (about 5 minutes; the README's demo), vangoor, rfuse, xfuse, macro,
-fastpath (the io_uring/passthrough targets), all.
+fastpath (the io_uring/passthrough targets), knobs (each round-trip setting on and
+off, stackfs only), all.
 SUBJECTS: native (the backing directory), libfuse 3.14 passthrough_ll, fuser and
 go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs
-over classic, io_uring and io_uring+passthrough; nullfs and timingfs where a
+over classic, io_uring (normal and SCHED_IDLE queue threads), io_uring+passthrough,
+and --exclusive caching with writeback or passthrough; nullfs and timingfs where a
 workload calls for them. A subject that cannot be built or mounted is listed with
 the reason. Results: a table here, and results.json + report.md + charts/ in --out.")]
 pub struct BenchArgs {

@@ -32,14 +32,17 @@ OPTIONS for -o (comma-separated, as in libfuse):
   mount:   allow_other default_permissions ro nosuid/suid nodev/dev noexec noatime
            sync dirsync fsname=NAME subtype=NAME max_read=N blksize=N
   kernel:  max_write=N max_readahead=N max_background=N congestion_threshold=N
-           writeback_cache async_read/sync_read parallel_dirops/no_parallel_dirops
-           readdirplus=yes|no|auto handle_killpriv_v2 splice_read splice_write
+           writeback_cache/no_writeback_cache async_read/sync_read
+           parallel_dirops/no_parallel_dirops readdirplus=yes|no|auto
+           handle_killpriv_v2/no_handle_killpriv_v2 splice_read splice_write
+           (a no_ option wins over the filesystem's own preference)
   caching: attr_timeout=SECS entry_timeout=SECS negative_timeout=SECS
            direct_io keep_cache flush (FLUSH on close; default noflush)
            passthrough noxattr
 
 EXAMPLES:
   fusebox mount stackfs /srv/data /mnt/data -o allow_other,default_permissions
+  fusebox mount stackfs --exclusive /srv/data /mnt/data -o writeback_cache
   fusebox mount pathfs /srv/data /mnt/data -o default_permissions
   fusebox mount memfs /mnt/mem -f
   fusebox mount timingfs /mnt/t --profile ssd --files 4 --size 1G")]
