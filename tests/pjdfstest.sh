@@ -48,7 +48,9 @@ else
   echo "SKIPPED pjdfstest over io_uring: enable_uring is off"
 fi
 n=0
-while read -r label fs transport extra; do
+expected=$(grep -c . <<< "$configs")
+# Rows come on fd 3, so nothing in the body can swallow them from stdin.
+while read -r -u 3 label fs transport extra; do
   n=$((n + 1))
   # Short: pjdfstest binds unix sockets, whose paths must fit in 108 bytes.
   dir="$WORK/c$n"
@@ -56,6 +58,13 @@ while read -r label fs transport extra; do
   if [ "$fs" != memfs ]; then args=("$dir/src" "$dir/mnt"); else args=("$dir/mnt"); fi
   # shellcheck disable=SC2086 # extra holds separate arguments
   "$BIN" mount "$fs" "${args[@]}" --transport "$transport" $extra -o allow_other,default_permissions >/dev/null
+  # A row must run with what it names, not quietly without it.
+  for feature in passthrough writeback_cache; do
+    if [[ "$extra" == *"$feature"* ]] && ! "$BIN" stats "$dir/mnt" | grep -q "flags:.*\b$feature\b"; then
+      echo "$label: $feature was not negotiated"
+      status=1
+    fi
+  done
   (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
   got=$(summary "$dir/pjd.log" | sed 's/, [0-9]* total//')
   echo "$label:  $(summary "$dir/pjd.log")"
@@ -66,6 +75,10 @@ while read -r label fs transport extra; do
     status=1
   fi
   "$BIN" umount "$dir/mnt"
-done <<< "$configs"
+done 3<<< "$configs"
+if [ "$runs" != "$expected" ]; then
+  echo "pjdfstest: ran $runs of $expected configurations"
+  status=1
+fi
 if [ $status = 0 ]; then echo "pjdfstest: $runs passed, 0 failed"; fi
 exit $status

@@ -116,7 +116,33 @@ fn make_files(dir: &Path, count: u32, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Run workload `w` once in `dir` (the subject's view of the backing dir).
+/// Untimed set-up a run needs on the subject itself, before the measured
+/// phase (and before its CPU time and request counts are taken): the files
+/// of a "just created" phase are created through the mount.
+pub fn populate(w: &Workload, dir: &Path) -> Result<()> {
+    match &w.kind {
+        Kind::Files(f) if f.dataset == FilesDataset::JustCreated => {
+            let work = dataset_dir(dir, w);
+            fs::create_dir_all(&work)?;
+            match f.phase {
+                FilesPhase::Create | FilesPhase::StatMissing => Ok(()),
+                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete => {
+                    let data = vec![b'x'; f.file_size as usize];
+                    let n = f.count / f.threads * f.threads;
+                    (0..n).try_for_each(|i| create_file(&work.join(format!("f{i}")), &data))
+                }
+                FilesPhase::ListStat => bail!(
+                    "{}: ls -l runs on a laid-out directory (FilesDataset::Backing)",
+                    w.name
+                ),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Run workload `w` once in `dir` (the subject's view of the backing dir);
+/// [`populate`] first.
 pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
     let work = dataset_dir(dir, w);
     match &w.kind {
@@ -252,11 +278,6 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
     let data = vec![b'x'; f.file_size as usize];
     if f.phase == FilesPhase::ListStat {
         return list_stat(dir);
-    }
-    if f.dataset == FilesDataset::JustCreated && f.phase != FilesPhase::Create {
-        for i in 0..per * f.threads {
-            create_file(&dir.join(format!("f{i}")), &data)?;
-        }
     }
     parallel(f.threads, |t| {
         let mut buf = vec![0u8; f.file_size as usize + 1];

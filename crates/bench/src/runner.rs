@@ -542,19 +542,29 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         .subject
         .mount(backing, &mnt)
         .with_context(|| format!("mounting {}", p.info.name))?;
+    engine::populate(w, &mounted.dir)
+        .with_context(|| format!("populating {} for {}", p.info.name, w.name))?;
     if w.drop_caches {
         drop_caches();
     }
+    let fetch_stats = || {
+        mounted
+            .fusebox_mount
+            .as_ref()
+            .and_then(|m| fusebox::stats::fetch(m).ok())
+    };
+    // Only the measured phase: not the mount's INIT nor the population.
+    let stats0 = fetch_stats();
     let cpu0 = mounted.daemon_cpu_seconds();
     let sample = engine::run(w, &mounted.dir);
     let daemon_cpu = match (cpu0, mounted.daemon_cpu_seconds()) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    let stats = mounted
-        .fusebox_mount
-        .as_ref()
-        .and_then(|m| fusebox::stats::fetch(m).ok());
+    let stats = match (fetch_stats(), stats0) {
+        (Some(after), Some(before)) => Some(after.since(&before)),
+        (after, _) => after,
+    };
     drop(mounted);
     // Give a lazily unmounted daemon's last requests time to land before
     // the backing directory is reset.

@@ -907,7 +907,9 @@ fn cached_write_only_and_append_reach_the_source() {
     let m = TestMount::stackfs_cached(cached::transport());
     let src = m.src.as_ref().expect("stackfs has a source");
     let p = m.mnt.join("f");
-    fs::write(&p, b"0123456789").unwrap();
+    // Written behind the mount, so no page of it is cached: the partial
+    // write below must read the rest of its page through the handle.
+    fs::write(src.join("f"), b"0123456789").unwrap();
     let f = OpenOptions::new().write(true).open(&p).unwrap();
     f.write_at(b"ab", 3).unwrap();
     drop(f);

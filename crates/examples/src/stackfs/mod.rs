@@ -42,6 +42,23 @@ enum Handle {
     },
 }
 
+/// A file of the source opened for an application's open or create.
+struct SourceFile {
+    fd: OwnedFd,
+    /// Opened exactly as asked because the writeback cache's adjusted flags
+    /// were refused: the kernel must not cache it (FOPEN_DIRECT_IO).
+    uncached: bool,
+}
+
+impl SourceFile {
+    fn cached(fd: OwnedFd) -> SourceFile {
+        SourceFile {
+            fd,
+            uncached: false,
+        }
+    }
+}
+
 /// Tunables beyond the common [`FsOptions`].
 #[derive(Clone, Debug)]
 pub struct StackOptions {
@@ -154,20 +171,33 @@ impl StackFs {
         &self.timeouts
     }
 
-    /// Open flags as the source must see them. With the writeback cache the
-    /// kernel reads pages around partial writes through any open file, so
-    /// write-only opens must be able to read; and it computes append
-    /// offsets itself, so O_APPEND would make the source append a second
-    /// time at its own end of file.
-    fn source_flags(&self, flags: OFlags) -> OFlags {
+    /// Open a file of the source with `flags` as the application gave them,
+    /// adjusted for the writeback cache: the kernel then reads pages around
+    /// partial writes through any open file, so write-only opens must be
+    /// able to read; and it computes append offsets itself, so O_APPEND
+    /// would make the source append a second time at its own end of file.
+    /// Where the adjusted open is refused (a write-only file the caller may
+    /// not read, an append-only file) the file is opened as asked and kept
+    /// out of the page cache (FOPEN_DIRECT_IO), which needs neither.
+    fn open_source(
+        &self,
+        flags: OFlags,
+        open: impl Fn(OFlags) -> FsResult<OwnedFd>,
+    ) -> FsResult<SourceFile> {
         if !self.writeback.load(Ordering::Relaxed) {
-            return flags;
+            return Ok(SourceFile::cached(open(flags)?));
         }
-        let mut f = flags - OFlags::APPEND;
-        if f & OFlags::ACCMODE == OFlags::WRONLY {
-            f = (f - OFlags::WRONLY) | OFlags::RDWR;
+        let mut adjusted = flags - OFlags::APPEND;
+        if adjusted & OFlags::ACCMODE == OFlags::WRONLY {
+            adjusted = (adjusted - OFlags::WRONLY) | OFlags::RDWR;
         }
-        f
+        match open(adjusted) {
+            Err(Errno::EACCES | Errno::EPERM) if adjusted != flags => Ok(SourceFile {
+                fd: open(flags)?,
+                uncached: true,
+            }),
+            r => r.map(SourceFile::cached),
+        }
     }
 
     fn attr_reply(&self, st: &rustix::fs::Stat) -> AttrReply {
@@ -216,12 +246,15 @@ impl StackFs {
     /// Pin the node with its opened file (xattr calls and an unlinked
     /// inode need it), keep the file and answer the open; undo the pin on
     /// failure.
-    fn finish_open(&self, node: NodeId, fd: OwnedFd) -> FsResult<Opened> {
-        let file = Arc::new(fd);
+    fn finish_open(&self, node: NodeId, fd: SourceFile) -> FsResult<Opened> {
+        let file = Arc::new(fd.fd);
         self.nodes.pin_with(node, file.clone())?;
         let fh = FileHandle(self.next_handle.fetch_add(1, Ordering::Relaxed));
         match self.opened(node, &file, fh) {
-            Ok(o) => {
+            Ok(mut o) => {
+                if fd.uncached {
+                    o.flags |= fopen::DIRECT_IO;
+                }
                 self.handles
                     .insert(fh.0, Arc::new(Handle::File { fd: file, node }));
                 Ok(o)
@@ -300,8 +333,9 @@ impl StackFs {
 
 impl Filesystem for StackFs {
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
-        // Clear setuid bits on write ourselves, instead of the kernel asking
-        // GETXATTR("security.capability") before every write.
+        // Clear setuid bits on write ourselves: the kernel then marks the
+        // superblock SB_NOSEC and asks GETXATTR("security.capability") on the
+        // first write after each attribute refresh, not before every write.
         conn.enable(init::HANDLE_KILLPRIV_V2);
         if self.opts.fs.passthrough {
             if conn.enable(init::PASSTHROUGH) {
@@ -455,10 +489,10 @@ impl Filesystem for StackFs {
         // O_CREAT/O_EXCL were handled by the kernel; O_NOFOLLOW must not
         // apply to the /proc magic link we open through.
         let strip = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW;
-        let flags = self.source_flags(OFlags::from_bits_retain((a.flags & !strip) as _));
-        let fd = self.reopen(node, flags)?;
+        let flags = OFlags::from_bits_retain((a.flags & !strip) as _);
+        let fd = self.open_source(flags, |f| self.reopen(node, f))?;
         if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
-            kill_suidgid(&fd)?;
+            kill_suidgid(&fd.fd)?;
         }
         self.finish_open(node, fd)
     }
@@ -652,14 +686,14 @@ impl Filesystem for StackFs {
     ) -> FsResult<(Entry, Opened)> {
         let pfd = self.nodes.fd(parent)?;
         let c = cstr(name)?;
-        let flags = self.source_flags(OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _))
+        let flags = OFlags::from_bits_retain((a.flags & !libc::O_NOCTTY) as _)
             | OFlags::CREATE
             | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
-        let fd = sys::as_caller(ctx.uid, ctx.gid, || {
-            rustix::fs::openat(&*pfd, &c, flags, mode)
-        })
-        .map_err(errno)?;
+        let fd = self.open_source(flags, |f| {
+            sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, &c, f, mode))
+                .map_err(errno)
+        })?;
         let entry = self.do_lookup(parent, name)?;
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
@@ -674,27 +708,29 @@ impl Filesystem for StackFs {
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
         let pfd = self.nodes.fd(parent)?;
-        let flags = self.source_flags(OFlags::from_bits_retain(
-            (a.flags & !(libc::O_CREAT | libc::O_NOCTTY)) as _,
-        )) | OFlags::TMPFILE
+        let flags = OFlags::from_bits_retain((a.flags & !(libc::O_CREAT | libc::O_NOCTTY)) as _)
+            | OFlags::TMPFILE
             | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
-        let fd = sys::as_caller(ctx.uid, ctx.gid, || {
-            rustix::fs::openat(&*pfd, c".", flags, mode)
-        })
-        .map_err(errno)?;
-        let st = rustix::fs::fstat(&fd).map_err(errno)?;
-        let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
+        let file = self.open_source(flags, |f| {
+            sys::as_caller(ctx.uid, ctx.gid, || {
+                rustix::fs::openat(&*pfd, c".", f, mode)
+            })
+            .map_err(errno)
+        })?;
+        let st = rustix::fs::fstat(&file.fd).map_err(errno)?;
+        let handle =
+            sys::name_to_handle_at(file.fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
         let node = self.nodes.register(handle, &st, || {
             rustix::fs::openat(
                 &self.proc_self_fd,
-                proc_name(&fd),
+                proc_name(&file.fd),
                 OFlags::RDONLY | OFlags::CLOEXEC,
                 Mode::empty(),
             )
             .map_err(errno)
         })?;
-        let opened = match self.finish_open(node, fd) {
+        let opened = match self.finish_open(node, file) {
             Ok(o) => o,
             Err(e) => {
                 self.nodes.forget(node, 1);

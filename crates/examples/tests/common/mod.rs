@@ -153,7 +153,15 @@ impl TestMount {
     pub fn stackfs_cached(t: Transport) -> TestMount {
         let mut o = test_options();
         o.apply("writeback_cache").unwrap();
-        Self::stackfs_configured(t, &o, true)
+        let m = Self::stackfs_configured(t, &o, true);
+        // Otherwise the cached column would quietly test the plain one.
+        let flags = m.snapshot().flags;
+        assert!(
+            flags.iter().any(|f| f == "writeback_cache")
+                && !flags.iter().any(|f| f == "passthrough"),
+            "writeback cache not negotiated: {flags:?}"
+        );
+        m
     }
 
     fn stackfs_configured(t: Transport, opts: &Options, exclusive: bool) -> TestMount {

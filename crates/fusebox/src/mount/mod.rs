@@ -44,13 +44,17 @@ struct MountIdentity {
 }
 
 impl MountIdentity {
+    /// Whether the mount on top at `mountpoint` is still the one we made.
+    /// When that cannot be told (no /proc, statx failing), answer yes: the
+    /// old behaviour, unmounting by path, beats leaving our mount behind.
     fn is_on_top_at(&self, mountpoint: &Path) -> bool {
-        match top_mount_at(mountpoint) {
-            None => false,
-            Some(top) => match self.unique_id {
-                Some(id) => unique_mount_id(mountpoint) == Some(id),
-                None => self.connection.is_none() || top == self.connection,
-            },
+        if let Some(id) = self.unique_id {
+            // With nothing mounted there, statx reports the parent's mount.
+            return unique_mount_id(mountpoint).is_none_or(|now| now == id);
+        }
+        match (self.connection, top_mount_at(mountpoint)) {
+            (Some(ours), Some(top)) => top == Some(Some(ours)),
+            _ => true,
         }
     }
 }
@@ -116,7 +120,12 @@ impl Mount {
     /// The fusectl connection number (the mount's device minor), read from
     /// mountinfo so that no request is sent to the mount itself.
     pub fn connection_id(&self) -> Option<u32> {
-        connection_id(&self.mountpoint)
+        // The number taken at mount time: after a lazy unmount our mount is
+        // gone from mountinfo (its connection lives on while requests do),
+        // and the path may hold someone else's mount by then.
+        self.identity
+            .connection
+            .or_else(|| connection_id(&self.mountpoint))
     }
 
     /// Abort the connection: every pending and future request fails with
@@ -344,8 +353,10 @@ pub fn fuse_mounts() -> Vec<FuseMountInfo> {
     text.lines().filter_map(parse_mountinfo_line).collect()
 }
 
-fn unescape_mountinfo(s: &str) -> String {
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
+/// mountinfo escapes space, tab, newline and backslash as \ooo; paths are
+/// bytes, not necessarily UTF-8.
+fn unescape_mountinfo(s: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -361,7 +372,7 @@ fn unescape_mountinfo(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    std::ffi::OsString::from_vec(out)
 }
 
 fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
@@ -377,24 +388,29 @@ fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
     Some(FuseMountInfo {
         mountpoint: PathBuf::from(unescape_mountinfo(fields.get(4)?)),
         fstype: fstype.into(),
-        source: unescape_mountinfo(source),
+        source: unescape_mountinfo(source).to_string_lossy().into_owned(),
         connection: minor.parse().ok()?,
     })
 }
 
-/// What is mounted on top at `mountpoint`: `Some(Some(connection))` for a
-/// FUSE mount, `Some(None)` for another filesystem, `None` for nothing.
-/// mountinfo lists mounts at one path bottom to top.
-fn top_mount_at(mountpoint: &Path) -> Option<Option<u32>> {
+/// What is mounted on top at `mountpoint`, if mountinfo can be read:
+/// `Some(Some(Some(connection)))` for a FUSE mount, `Some(Some(None))` for
+/// another filesystem, `Some(None)` for nothing. mountinfo lists mounts at
+/// one path bottom to top.
+fn top_mount_at(mountpoint: &Path) -> Option<Option<Option<u32>>> {
+    use std::os::unix::ffi::OsStrExt;
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines()
-        .rev()
-        .find(|line| {
-            line.split(' ')
-                .nth(4)
-                .is_some_and(|mp| Path::new(&unescape_mountinfo(mp)) == mountpoint)
-        })
-        .map(|line| parse_mountinfo_line(line).map(|m| m.connection))
+    let want = mountpoint.as_os_str().as_bytes();
+    Some(
+        text.lines()
+            .rev()
+            .find(|line| {
+                line.split(' ')
+                    .nth(4)
+                    .is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want)
+            })
+            .map(|line| parse_mountinfo_line(line).map(|m| m.connection)),
+    )
 }
 
 /// The never-reused id of the mount on top at `mountpoint`

@@ -175,6 +175,8 @@ pub fn finish(conn: &mut Connection) -> abi::InitOut {
     let page = 4096u32;
     let max_write = conn.max_write.clamp(page, abi::MAX_MAX_PAGES * page);
     conn.max_write = max_write;
+    // A filesystem may have set `want` directly; the user's no_ still wins.
+    conn.want &= !conn.refused;
     let mut on = conn.want & conn.kernel_flags;
     if on & f::PASSTHROUGH != 0 && conn.max_stack_depth == 0 {
         conn.max_stack_depth = 1;
@@ -184,6 +186,7 @@ pub fn finish(conn: &mut Connection) -> abi::InitOut {
     } else {
         // The kernel refuses passthrough together with writeback cache.
         on &= !f::WRITEBACK_CACHE;
+        conn.want &= !f::WRITEBACK_CACHE;
     }
     // INIT_EXT tells the kernel to read flags2; always set it when offered.
     if conn.kernel_flags & f::INIT_EXT != 0 {

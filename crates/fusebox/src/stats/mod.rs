@@ -128,6 +128,53 @@ impl Snapshot {
     pub fn total_requests(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
+
+    /// What happened after `earlier` (a snapshot of the same mount): the
+    /// requests of one phase of a run. Types with no request since are left
+    /// out.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let ops = self
+            .ops
+            .iter()
+            .filter_map(|op| {
+                let Some(old) = earlier.ops.iter().find(|o| o.opcode == op.opcode) else {
+                    return Some(op.clone());
+                };
+                let count = op.count.saturating_sub(old.count);
+                (count > 0).then(|| OpSnapshot {
+                    count,
+                    errors: op.errors.saturating_sub(old.errors),
+                    total_ns: op.total_ns.saturating_sub(old.total_ns),
+                    bins: op
+                        .bins
+                        .iter()
+                        .zip(old.bins.iter().chain(std::iter::repeat(&0)))
+                        .map(|(a, b)| a.saturating_sub(*b))
+                        .collect(),
+                    ..op.clone()
+                })
+            })
+            .collect();
+        let workers = self
+            .workers
+            .iter()
+            .map(|w| WorkerTotal {
+                label: w.label.clone(),
+                requests: w.requests.saturating_sub(
+                    earlier
+                        .workers
+                        .iter()
+                        .find(|o| o.label == w.label)
+                        .map_or(0, |o| o.requests),
+                ),
+            })
+            .collect();
+        Snapshot {
+            ops,
+            workers,
+            ..self.clone()
+        }
+    }
 }
 
 /// How many requests one worker (or io_uring queue) served.
