@@ -97,15 +97,10 @@ except OSError as e:
         "{text} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut seen = 0;
-    for _ in 0..200 {
-        seen = m.snapshot().op("INTERRUPT").map_or(0, |o| o.count);
-        if seen > 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(seen >= 1, "the daemon saw the INTERRUPT");
-    let read = m.snapshot().op("READ").cloned().unwrap();
+    let snap = m.snapshot_when(|s| {
+        s.op("INTERRUPT").is_some() && s.op("READ").is_some_and(|o| o.errors >= 1)
+    });
+    assert!(snap.op("INTERRUPT").is_some(), "the daemon saw the INTERRUPT");
+    let read = snap.op("READ").cloned().unwrap();
     assert!(read.errors >= 1, "the READ ended with EINTR: {read:?}");
 }

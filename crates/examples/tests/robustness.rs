@@ -70,16 +70,11 @@ fn a_panicking_method_costs_one_request_an_eio() {
     assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
     let e = std::fs::metadata(m.mnt.join("boom")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO));
-    // Stats are recorded just after the reply goes out: give the worker a moment.
-    let mut lookups = None;
-    for _ in 0..200 {
-        lookups = m.snapshot().op("LOOKUP").cloned();
-        if lookups.as_ref().is_some_and(|l| l.count >= 3) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let lookups = lookups.unwrap();
+    let lookups = m
+        .snapshot_when(|s| s.op("LOOKUP").is_some_and(|l| l.count >= 3))
+        .op("LOOKUP")
+        .cloned()
+        .unwrap();
     assert!(lookups.count >= 3 && lookups.errors >= 3, "{lookups:?}");
 }
 
@@ -169,9 +164,17 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
         left < 10,
         "{left} nodes still held after the kernel forgot them"
     );
-    let s = session.snapshot();
-    let forgets =
-        s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
+    // A FORGET is counted just after the filesystem handled it.
+    let mut forgets = 0;
+    for _ in 0..200 {
+        let s = session.snapshot();
+        forgets =
+            s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
+        if forgets > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(forgets > 0);
 }
 
@@ -184,13 +187,15 @@ fn io_uring_queues_really_serve_requests() {
     for i in 0..100 {
         std::fs::write(m.mnt.join(format!("f{i}")), b"x").unwrap();
     }
-    let snap = m.snapshot();
-    let queued: u64 = snap
-        .workers
-        .iter()
-        .filter(|w| w.label.starts_with("uring/"))
-        .map(|w| w.requests)
-        .sum();
+    let queued_of = |snap: &fusebox::stats::Snapshot| -> u64 {
+        snap.workers
+            .iter()
+            .filter(|w| w.label.starts_with("uring/"))
+            .map(|w| w.requests)
+            .sum()
+    };
+    let snap = m.snapshot_when(|s| queued_of(s) >= 400);
+    let queued = queued_of(&snap);
     let classic: u64 = snap
         .workers
         .iter()
@@ -231,8 +236,9 @@ fn passthrough_keeps_file_io_out_of_the_daemon() {
     assert!(back.iter().all(|b| *b == 7));
     let src = std::fs::read(m.src.as_ref().unwrap().join("pt")).unwrap();
     assert_eq!(src, back, "the data is in the source file");
-    let snap = m.snapshot();
-    let io = |name: &str| snap.op(name).map_or(0, |o| o.count);
+    let count = |s: &fusebox::stats::Snapshot, name: &str| s.op(name).map_or(0, |o| o.count);
+    let snap = m.snapshot_when(|s| count(s, "OPEN") + count(s, "CREATE") >= 4);
+    let io = |name: &str| count(&snap, name);
     assert_eq!(
         (io("READ"), io("WRITE")),
         (0, 0),

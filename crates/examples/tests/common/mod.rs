@@ -212,6 +212,24 @@ impl TestMount {
         self.session.as_ref().unwrap().snapshot()
     }
 
+    /// The first snapshot for which `ready` holds, or the last one taken
+    /// after a few seconds. A worker records a request's statistics just
+    /// after it sends the reply, so the application can see the answer
+    /// a moment before the counters do.
+    pub fn snapshot_when(
+        &self,
+        ready: impl Fn(&fusebox::stats::Snapshot) -> bool,
+    ) -> fusebox::stats::Snapshot {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let snap = self.snapshot();
+            if ready(&snap) || std::time::Instant::now() > deadline {
+                return snap;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     pub fn shutdown_handle(&self) -> fusebox::ShutdownHandle {
         self.session.as_ref().unwrap().shutdown_handle()
     }
