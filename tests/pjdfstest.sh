@@ -72,6 +72,8 @@ while read -r -u 3 label fs transport extra; do
   if [ "$got" != "$want" ]; then
     echo "pjdfstest on $label differs from native tmpfs; failures:"
     grep -E 'FAILED|failed$' "$dir/pjd.log" | head -40 || true
+    # What the failing case said (pjdfstest panics with the failed assertion).
+    grep -E -A3 "panicked at|called \`" "$dir/pjd.log" | head -40 || true
     status=1
   fi
   "$BIN" umount "$dir/mnt"

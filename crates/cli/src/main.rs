@@ -62,22 +62,33 @@ fn main() -> Result<()> {
         Command::Mount(args) => mount::run(args),
         Command::Umount { mountpoint, abort } => {
             let mp = std::fs::canonicalize(&mountpoint).unwrap_or(mountpoint.clone());
-            if abort {
-                let m = fusebox::mount::fuse_mounts()
+            if !abort {
+                return fusebox::mount::unmount_path(&mp, false)
+                    .with_context(|| format!("unmounting {}", mp.display()));
+            }
+            let top = |mp: &std::path::Path| {
+                fusebox::mount::fuse_mounts()
                     .into_iter()
                     .rev()
                     .find(|m| m.mountpoint == mp)
-                    .with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
-                fusebox::mount::abort_connection(m.connection).with_context(|| {
-                    format!(
-                        "aborting FUSE connection {} of {}",
-                        m.connection,
-                        mp.display()
-                    )
-                })?;
-            }
-            fusebox::mount::unmount_path(&mp, false)
-                .with_context(|| format!("unmounting {}", mp.display()))
+            };
+            let m = top(&mp).with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
+            fusebox::mount::abort_connection(m.connection).with_context(|| {
+                format!(
+                    "aborting FUSE connection {} of {}",
+                    m.connection,
+                    mp.display()
+                )
+            })?;
+            // An aborted daemon unmounts on its way out: if it got there
+            // first, there is nothing left to do.
+            fusebox::mount::unmount_path(&mp, false).or_else(|e| {
+                if top(&mp).is_some_and(|now| now.connection == m.connection) {
+                    Err(e).with_context(|| format!("unmounting {}", mp.display()))
+                } else {
+                    Ok(())
+                }
+            })
         }
         Command::Stats(args) => stats::run(args),
         Command::Bench(args) => bench::run(args),
