@@ -126,7 +126,7 @@ pub fn populate(w: &Workload, dir: &Path) -> Result<()> {
             fs::create_dir_all(&work)?;
             match f.phase {
                 FilesPhase::Create | FilesPhase::StatMissing => Ok(()),
-                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete => {
+                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete | FilesPhase::Rewrite => {
                     let data = vec![b'x'; f.file_size as usize];
                     let n = f.count / f.threads * f.threads;
                     (0..n).try_for_each(|i| create_file(&work.join(format!("f{i}")), &data))
@@ -284,7 +284,9 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
         for i in t * per..(t + 1) * per {
             let p = dir.join(format!("f{i}"));
             match f.phase {
-                FilesPhase::Create => create_file(&p, &data)?,
+                // The same open O_CREAT|O_TRUNC: on an existing file only
+                // the truncation and the write remain.
+                FilesPhase::Create | FilesPhase::Rewrite => create_file(&p, &data)?,
                 FilesPhase::Stat => {
                     fs::metadata(&p)?;
                 }

@@ -135,7 +135,7 @@ fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
 const KNOBS: &[(&str, &str, &[&str])] = &[
     (
         "defaults",
-        "defaults: 1 s entry/attr timeouts, no negative caching, FOPEN_NOFLUSH, handle_killpriv_v2, readdirplus auto, max_write 1 MiB",
+        "defaults: 1 s entry/attr timeouts, no negative caching, FOPEN_NOFLUSH, handle_killpriv_v2, readdirplus auto, max_write 1 MiB, O_TRUNC by SETATTR",
         &[],
     ),
     ("flush", "FLUSH sent on every close (-o flush)", &["-o", "flush"]),
@@ -163,6 +163,11 @@ const KNOBS: &[(&str, &str, &[&str])] = &[
         "no-readdirplus",
         "plain READDIR, a LOOKUP per entry (-o readdirplus=no)",
         &["-o", "readdirplus=no"],
+    ),
+    (
+        "atomic-o-trunc",
+        "O_TRUNC carried inside OPEN (-o atomic_o_trunc; off by default, see DESIGN.md)",
+        &["-o", "atomic_o_trunc"],
     ),
     (
         "max-write-128k",

@@ -78,6 +78,8 @@ pub enum FilesPhase {
     StatMissing,
     /// `ls -l`: list the directory, then lstat every entry.
     ListStat,
+    /// Overwrite existing files: open O_TRUNC, one write, close.
+    Rewrite,
 }
 
 /// Where the files a stat, read or delete phase works on come from.
@@ -625,6 +627,13 @@ fn knobs() -> Vec<Workload> {
             5000,
             JustCreated,
             "unlink of 5,000 files just created through the mount",
+        ),
+        files(
+            FilesPhase::Rewrite,
+            "rewrite-5000",
+            5000,
+            JustCreated,
+            "5,000 files just created through the mount, overwritten: open O_TRUNC, 16-byte write, close",
         ),
         files(
             FilesPhase::StatMissing,

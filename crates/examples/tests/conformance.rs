@@ -923,3 +923,63 @@ fn cached_write_only_and_append_reach_the_source() {
     // Written back on close at the latest (fuse_release under writeback).
     assert_eq!(fs::read(src.join("f")).unwrap(), b"012ab56789XYZ");
 }
+
+/// A running program cannot be truncated (ETXTBSY), and the refusal must
+/// leave it whole: with atomic_o_trunc the kernel would send O_TRUNC inside
+/// OPEN before checking that the file is being executed, so the filesystem
+/// truncated the program under the running process (which then died of
+/// SIGBUS) while open(2) still failed. The reason atomic_o_trunc is off by
+/// default.
+fn running_program_stays_whole(m: TestMount) {
+    let prog = m.mnt.join("prog");
+    let original = fs::read("/bin/sleep").expect("/bin/sleep to copy");
+    fs::write(&prog, &original).unwrap();
+    fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(&prog)
+        .arg("30")
+        .spawn()
+        .expect("run a program from the mount");
+    let refused = |flags: i32| {
+        OpenOptions::new()
+            .read(flags & libc::O_ACCMODE == libc::O_RDONLY)
+            .write(flags & libc::O_ACCMODE != libc::O_RDONLY)
+            .custom_flags(flags & !libc::O_ACCMODE)
+            .open(&prog)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    };
+    let results = [
+        refused(libc::O_WRONLY),
+        refused(libc::O_RDONLY | libc::O_TRUNC),
+        refused(libc::O_WRONLY | libc::O_TRUNC),
+    ];
+    // Read while the program still runs: a truncated program dies at its
+    // next page fault and would release the file.
+    let size = fs::metadata(&prog).unwrap().len();
+    let alive = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(results, [Err(Some(libc::ETXTBSY)); 3]);
+    assert_eq!(size, original.len() as u64, "the program was truncated");
+    assert!(alive, "the program died while the test ran");
+    if let Some(src) = &m.src {
+        assert_eq!(fs::read(src.join("prog")).unwrap(), original);
+    }
+    // Without the running program, the same open truncates.
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_TRUNC)
+        .open(&prog)
+        .unwrap();
+    assert_eq!(fs::metadata(&prog).unwrap().len(), 0);
+}
+
+#[test]
+fn running_program_stays_whole_stackfs() {
+    running_program_stays_whole(TestMount::stackfs());
+}
+
+#[test]
+fn running_program_stays_whole_memfs() {
+    running_program_stays_whole(TestMount::memfs());
+}

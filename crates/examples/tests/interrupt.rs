@@ -100,7 +100,10 @@ except OSError as e:
     let snap = m.snapshot_when(|s| {
         s.op("INTERRUPT").is_some() && s.op("READ").is_some_and(|o| o.errors >= 1)
     });
-    assert!(snap.op("INTERRUPT").is_some(), "the daemon saw the INTERRUPT");
+    assert!(
+        snap.op("INTERRUPT").is_some(),
+        "the daemon saw the INTERRUPT"
+    );
     let read = snap.op("READ").cloned().unwrap();
     assert!(read.errors >= 1, "the READ ended with EINTR: {read:?}");
 }

@@ -672,7 +672,7 @@ impl Filesystem for MemFs {
     fn open(&self, _ctx: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
         let mut st = self.table_mut();
         let inode = st.get_mut(node.0)?;
-        // With atomic_o_trunc the kernel leaves O_TRUNC to us. Linux sets
+        // With -o atomic_o_trunc the kernel leaves O_TRUNC to us. Linux sets
         // mtime and ctime on O_TRUNC even when the file was already empty.
         // Linux truncates even for O_RDONLY|O_TRUNC (the kernel required
         // write permission already), and so must we.

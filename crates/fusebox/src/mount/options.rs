@@ -182,6 +182,8 @@ impl Options {
             "no_parallel_dirops" => i.refuse(f::PARALLEL_DIROPS),
             "handle_killpriv_v2" => i.ask(f::HANDLE_KILLPRIV_V2),
             "no_handle_killpriv_v2" => i.refuse(f::HANDLE_KILLPRIV_V2),
+            "atomic_o_trunc" => i.ask(f::ATOMIC_O_TRUNC),
+            "no_atomic_o_trunc" => i.refuse(f::ATOMIC_O_TRUNC),
             "splice_read" => i.ask(f::SPLICE_READ),
             "splice_write" => i.ask(f::SPLICE_WRITE | f::SPLICE_MOVE),
             "readdirplus" => {
@@ -245,6 +247,10 @@ mod tests {
         );
         assert_eq!(o.init.want & f::DO_READDIRPLUS, 0);
         assert_ne!(o.init.want & f::WRITEBACK_CACHE, 0);
+        // O_TRUNC inside OPEN only when asked for (see DESIGN.md).
+        assert_eq!(o.init.want & f::ATOMIC_O_TRUNC, 0);
+        o.apply("atomic_o_trunc").unwrap();
+        assert_ne!(o.init.want & f::ATOMIC_O_TRUNC, 0);
     }
 
     #[test]
