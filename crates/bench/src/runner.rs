@@ -238,6 +238,40 @@ fn nullfs_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
             ],
             false,
         ),
+        // The same two with SCHED_IDLE serving threads: the caller then
+        // stays on its CPU, served by that CPU's queue (DESIGN.md).
+        fusebox_subject(
+            b,
+            "fusebox-nullfs-idle",
+            "fusebox nullfs, classic, SCHED_IDLE workers",
+            "nullfs",
+            &[
+                "--transport",
+                "classic",
+                "--thread-policy",
+                "idle",
+                "-o",
+                "attr_timeout=0,entry_timeout=0",
+            ],
+            false,
+        ),
+        fusebox_subject(
+            b,
+            "fusebox-nullfs-uring-adaptive-idle",
+            "fusebox nullfs, io_uring, adaptive polling, SCHED_IDLE queue threads",
+            "nullfs",
+            &[
+                "--transport",
+                "uring",
+                "--poll",
+                "adaptive",
+                "--thread-policy",
+                "idle",
+                "-o",
+                "attr_timeout=0,entry_timeout=0",
+            ],
+            false,
+        ),
     ]
 }
 

@@ -493,8 +493,9 @@ pub fn suite(name: &str) -> Option<Suite> {
         "quick" => (quick(), 3, 1),
         // v2: stat and unlink run on files just created through the mount.
         "fastpath" => (fastpath(), 3, 2),
-        // v2: the write workloads end with an fsync.
-        "knobs" => (knobs(), 3, 2),
+        // v2: the write workloads end with an fsync. v3: rewrite-5000 and
+        // the atomic_o_trunc knob.
+        "knobs" => (knobs(), 3, 3),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),

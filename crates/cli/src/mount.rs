@@ -35,7 +35,7 @@ OPTIONS for -o (comma-separated, as in libfuse):
            writeback_cache/no_writeback_cache async_read/sync_read
            parallel_dirops/no_parallel_dirops readdirplus=yes|no|auto
            handle_killpriv_v2/no_handle_killpriv_v2 splice_read splice_write
-           atomic_o_trunc (O_TRUNC inside OPEN; see DESIGN.md)
+           async_dio/no_async_dio atomic_o_trunc (O_TRUNC inside OPEN; see DESIGN.md)
            (a no_ option wins over the filesystem's own preference)
   caching: attr_timeout=SECS entry_timeout=SECS negative_timeout=SECS
            direct_io keep_cache flush (FLUSH on close; default noflush)

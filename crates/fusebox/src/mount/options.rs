@@ -182,6 +182,8 @@ impl Options {
             "no_parallel_dirops" => i.refuse(f::PARALLEL_DIROPS),
             "handle_killpriv_v2" => i.ask(f::HANDLE_KILLPRIV_V2),
             "no_handle_killpriv_v2" => i.refuse(f::HANDLE_KILLPRIV_V2),
+            "async_dio" => i.ask(f::ASYNC_DIO),
+            "no_async_dio" => i.refuse(f::ASYNC_DIO),
             "atomic_o_trunc" => i.ask(f::ATOMIC_O_TRUNC),
             "no_atomic_o_trunc" => i.refuse(f::ATOMIC_O_TRUNC),
             "splice_read" => i.ask(f::SPLICE_READ),
