@@ -59,8 +59,10 @@ while read -r -u 3 label fs transport extra; do
   # shellcheck disable=SC2086 # extra holds separate arguments
   "$BIN" mount "$fs" "${args[@]}" --transport "$transport" $extra -o allow_other,default_permissions >/dev/null
   # A row must run with what it names, not quietly without it.
+  # Captured first: grep -q stopping early would fail the pipe (pipefail).
+  negotiated=$("$BIN" stats "$dir/mnt" | grep "flags:" || true)
   for feature in passthrough writeback_cache; do
-    if [[ "$extra" == *"$feature"* ]] && ! "$BIN" stats "$dir/mnt" | grep -q "flags:.*\b$feature\b"; then
+    if [[ "$extra" == *"$feature"* ]] && ! grep -qw "$feature" <<< "$negotiated"; then
       echo "$label: $feature was not negotiated"
       status=1
     fi

@@ -42,7 +42,11 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
             if f.dataset == FilesDataset::Backing
                 && matches!(
                     f.phase,
-                    FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete | FilesPhase::ListStat
+                    FilesPhase::Stat
+                        | FilesPhase::Read
+                        | FilesPhase::Delete
+                        | FilesPhase::ListStat
+                        | FilesPhase::Rewrite
                 ) =>
         {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
@@ -261,6 +265,18 @@ pub(crate) fn parallel(
     })
 }
 
+/// The rewrite phase's operation: open O_WRONLY|O_TRUNC, one write, close.
+/// No O_CREAT: a file missing from the population is an error, not a create.
+fn rewrite_file(p: &Path, data: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .truncate(true)
+        .write(true)
+        .open(p)
+        .with_context(|| format!("rewriting {}", p.display()))?;
+    file.write_all(data)?;
+    Ok(())
+}
+
 /// The create phase's operation: open O_CREAT|O_TRUNC, one write, close.
 fn create_file(p: &Path, data: &[u8]) -> Result<()> {
     let mut file = OpenOptions::new()
@@ -284,9 +300,8 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
         for i in t * per..(t + 1) * per {
             let p = dir.join(format!("f{i}"));
             match f.phase {
-                // The same open O_CREAT|O_TRUNC: on an existing file only
-                // the truncation and the write remain.
-                FilesPhase::Create | FilesPhase::Rewrite => create_file(&p, &data)?,
+                FilesPhase::Create => create_file(&p, &data)?,
+                FilesPhase::Rewrite => rewrite_file(&p, &data)?,
                 FilesPhase::Stat => {
                     fs::metadata(&p)?;
                 }

@@ -238,8 +238,9 @@ fn nullfs_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
             ],
             false,
         ),
-        // The same two with SCHED_IDLE serving threads: the caller then
-        // stays on its CPU, served by that CPU's queue (DESIGN.md).
+        // The same two with SCHED_IDLE serving threads: a caller woken by
+        // a reply then stays on its CPU (DESIGN.md, "Where a woken
+        // application runs").
         fusebox_subject(
             b,
             "fusebox-nullfs-idle",

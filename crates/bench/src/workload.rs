@@ -78,7 +78,8 @@ pub enum FilesPhase {
     StatMissing,
     /// `ls -l`: list the directory, then lstat every entry.
     ListStat,
-    /// Overwrite existing files: open O_TRUNC, one write, close.
+    /// Overwrite existing files: open O_WRONLY|O_TRUNC (no O_CREAT), one
+    /// write, close.
     Rewrite,
 }
 
@@ -634,7 +635,7 @@ fn knobs() -> Vec<Workload> {
             "rewrite-5000",
             5000,
             JustCreated,
-            "5,000 files just created through the mount, overwritten: open O_TRUNC, 16-byte write, close",
+            "5,000 files just created through the mount, overwritten: open O_WRONLY|O_TRUNC, 16-byte write, close",
         ),
         files(
             FilesPhase::StatMissing,

@@ -44,6 +44,7 @@ fn files_phases_run() {
             FilesPhase::Delete,
             FilesPhase::StatMissing,
             FilesPhase::ListStat,
+            FilesPhase::Rewrite,
         ] {
             if phase == FilesPhase::ListStat && dataset == FilesDataset::JustCreated {
                 continue; // refused by populate (see files_listing_needs_a_laid_out_directory)

@@ -73,17 +73,23 @@ fn main() -> Result<()> {
                     .find(|m| m.mountpoint == mp)
             };
             let m = top(&mp).with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
-            fusebox::mount::abort_connection(m.connection).with_context(|| {
-                format!(
-                    "aborting FUSE connection {} of {}",
-                    m.connection,
-                    mp.display()
-                )
-            })?;
-            // An aborted daemon unmounts on its way out: if it got there
-            // first, there is nothing left to do.
+            // The daemon may unmount on its way out at any moment (before
+            // the abort, the connection's fusectl directory goes with it):
+            // a step that fails because the mount is already gone is done.
+            let still_ours = || top(&mp).is_some_and(|now| now.connection == m.connection);
+            if let Err(e) = fusebox::mount::abort_connection(m.connection) {
+                if still_ours() {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "aborting FUSE connection {} of {}",
+                            m.connection,
+                            mp.display()
+                        )
+                    });
+                }
+            }
             fusebox::mount::unmount_path(&mp, false).or_else(|e| {
-                if top(&mp).is_some_and(|now| now.connection == m.connection) {
+                if still_ours() {
                     Err(e).with_context(|| format!("unmounting {}", mp.display()))
                 } else {
                     Ok(())

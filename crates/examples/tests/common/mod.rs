@@ -155,11 +155,11 @@ impl TestMount {
         o.apply("writeback_cache").unwrap();
         let m = Self::stackfs_configured(t, &o, true);
         // Otherwise the cached column would quietly test the plain one.
+        m.assert_negotiated("writeback_cache");
         let flags = m.snapshot().flags;
         assert!(
-            flags.iter().any(|f| f == "writeback_cache")
-                && !flags.iter().any(|f| f == "passthrough"),
-            "writeback cache not negotiated: {flags:?}"
+            !flags.iter().any(|f| f == "passthrough"),
+            "passthrough excludes the writeback cache: {flags:?}"
         );
         m
     }
@@ -185,12 +185,15 @@ impl TestMount {
     }
 
     pub fn pathfs_on(t: Transport) -> TestMount {
-        let opts = test_options();
+        Self::pathfs_with(t, &test_options())
+    }
+
+    pub fn pathfs_with(t: Transport, opts: &Options) -> TestMount {
         let dir = scratch_dir("pathfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
         let fs = PathPassthrough::new(&src, opts.fs).expect("pathfs");
-        Self::mount_on(t, PathAdapter::new(fs), dir, Some(src), &opts)
+        Self::mount_on(t, PathAdapter::new(fs), dir, Some(src), opts)
     }
 
     pub fn memfs() -> TestMount {
@@ -198,14 +201,27 @@ impl TestMount {
     }
 
     pub fn memfs_on(t: Transport) -> TestMount {
-        let opts = test_options();
+        Self::memfs_with(t, &test_options())
+    }
+
+    pub fn memfs_with(t: Transport, opts: &Options) -> TestMount {
         Self::mount_on(
             t,
             MemFs::new(Timeouts::default()),
             scratch_dir("memfs"),
             None,
-            &opts,
+            opts,
         )
+    }
+
+    /// Fails the test unless the kernel agreed to `flag` (a name as
+    /// `fusebox stats` prints it): a column must test what it names.
+    pub fn assert_negotiated(&self, flag: &str) {
+        let flags = self.snapshot().flags;
+        assert!(
+            flags.iter().any(|f| f == flag),
+            "{flag} not negotiated: {flags:?}"
+        );
     }
 
     pub fn snapshot(&self) -> fusebox::stats::Snapshot {

@@ -81,7 +81,9 @@ pub struct Rename<'a> {
 
 #[derive(Clone, Copy, Debug)]
 pub struct Open {
-    /// `open(2)` flags (`O_RDWR`, `O_TRUNC`, ...).
+    /// `open(2)` flags (`O_RDWR`, `O_APPEND`, ...). `O_TRUNC` arrives only
+    /// where atomic_o_trunc was negotiated (`-o atomic_o_trunc`); otherwise
+    /// the kernel truncates with a SETATTR of its own.
     pub flags: i32,
     /// With handle_killpriv_v2 and O_TRUNC: clear setuid/setgid.
     pub kill_suidgid: bool,

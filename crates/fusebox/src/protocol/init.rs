@@ -104,8 +104,10 @@ impl Default for InitConfig {
             // before it checks that nobody is executing the file, so an
             // O_RDONLY|O_TRUNC open of a running program truncates it and
             // still fails with ETXTBSY. Without it the kernel truncates with
-            // a SETATTR after that check (one more round trip per O_TRUNC
-            // open of an existing file; `-o atomic_o_trunc` trades back).
+            // a SETATTR after that check: two more round trips per O_TRUNC
+            // open of an existing file (the SETATTR, and a GETXATTR
+            // security.capability before the next write, since the reply
+            // refreshes the attributes); `-o atomic_o_trunc` trades back.
             want: f::ASYNC_READ
                 | f::BIG_WRITES
                 | f::HAS_IOCTL_DIR
