@@ -66,12 +66,7 @@ fn main() -> Result<()> {
                 return fusebox::mount::unmount_path(&mp, false)
                     .with_context(|| format!("unmounting {}", mp.display()));
             }
-            let top = |mp: &std::path::Path| {
-                fusebox::mount::fuse_mounts()
-                    .into_iter()
-                    .rev()
-                    .find(|m| m.mountpoint == mp)
-            };
+            let top = fusebox::mount::fuse_mount_at;
             let m = top(&mp).with_context(|| format!("{} is not a FUSE mount", mp.display()))?;
             // The daemon may unmount on its way out at any moment (before
             // the abort, the connection's fusectl directory goes with it):

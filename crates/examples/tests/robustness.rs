@@ -165,17 +165,11 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
         "{left} nodes still held after the kernel forgot them"
     );
     // A FORGET is counted just after the filesystem handled it.
-    let mut forgets = 0;
-    for _ in 0..200 {
-        let s = session.snapshot();
-        forgets =
-            s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count);
-        if forgets > 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(forgets > 0);
+    let forgets = |s: &fusebox::stats::Snapshot| {
+        s.op("FORGET").map_or(0, |o| o.count) + s.op("BATCH_FORGET").map_or(0, |o| o.count)
+    };
+    let snap = common::snapshot_when(|| session.snapshot(), |s| forgets(s) > 0);
+    assert!(forgets(&snap) > 0);
 }
 
 #[test]

@@ -78,6 +78,22 @@ pub fn passthrough_options() -> Options {
     o
 }
 
+/// The first snapshot `take` gives for which `ready` holds, or the last one
+/// after a few seconds (see [`TestMount::snapshot_when`]).
+pub fn snapshot_when(
+    take: impl Fn() -> fusebox::stats::Snapshot,
+    ready: impl Fn(&fusebox::stats::Snapshot) -> bool,
+) -> fusebox::stats::Snapshot {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let snap = take();
+        if ready(&snap) || std::time::Instant::now() > deadline {
+            return snap;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 pub fn test_options() -> Options {
     let mut o = Options::default();
     o.apply("allow_other,default_permissions").unwrap();
@@ -236,14 +252,7 @@ impl TestMount {
         &self,
         ready: impl Fn(&fusebox::stats::Snapshot) -> bool,
     ) -> fusebox::stats::Snapshot {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let snap = self.snapshot();
-            if ready(&snap) || std::time::Instant::now() > deadline {
-                return snap;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        snapshot_when(|| self.snapshot(), ready)
     }
 
     pub fn shutdown_handle(&self) -> fusebox::ShutdownHandle {

@@ -53,7 +53,7 @@ impl MountIdentity {
             return unique_mount_id(mountpoint).is_none_or(|now| now == id);
         }
         match (self.connection, top_mount_at(mountpoint)) {
-            (Some(ours), Some(top)) => top == Some(Some(ours)),
+            (Some(ours), Some(top)) => top == TopMount::Fuse(ours),
             _ => true,
         }
     }
@@ -353,6 +353,14 @@ pub fn fuse_mounts() -> Vec<FuseMountInfo> {
     text.lines().filter_map(parse_mountinfo_line).collect()
 }
 
+/// The topmost FUSE mount at `mountpoint` (an absolute, canonical path).
+pub fn fuse_mount_at(mountpoint: &Path) -> Option<FuseMountInfo> {
+    fuse_mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.mountpoint == mountpoint)
+}
+
 /// mountinfo escapes space, tab, newline and backslash as \ooo; paths are
 /// bytes, not necessarily UTF-8.
 fn unescape_mountinfo(s: &str) -> std::ffi::OsString {
@@ -393,24 +401,32 @@ fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
     })
 }
 
-/// What is mounted on top at `mountpoint`, if mountinfo can be read:
-/// `Some(Some(Some(connection)))` for a FUSE mount, `Some(Some(None))` for
-/// another filesystem, `Some(None)` for nothing. mountinfo lists mounts at
-/// one path bottom to top.
-fn top_mount_at(mountpoint: &Path) -> Option<Option<Option<u32>>> {
+/// What is mounted on top at a path.
+#[derive(Debug, PartialEq)]
+enum TopMount {
+    Nothing,
+    /// A FUSE mount, with its connection number.
+    Fuse(u32),
+    Other,
+}
+
+/// What is mounted on top at `mountpoint`; `None` if mountinfo cannot be
+/// read. mountinfo lists mounts at one path bottom to top.
+fn top_mount_at(mountpoint: &Path) -> Option<TopMount> {
     use std::os::unix::ffi::OsStrExt;
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let want = mountpoint.as_os_str().as_bytes();
-    Some(
-        text.lines()
-            .rev()
-            .find(|line| {
-                line.split(' ')
-                    .nth(4)
-                    .is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want)
-            })
-            .map(|line| parse_mountinfo_line(line).map(|m| m.connection)),
-    )
+    let top = text.lines().rev().find(|line| {
+        line.split(' ')
+            .nth(4)
+            .is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want)
+    });
+    Some(match top {
+        None => TopMount::Nothing,
+        Some(line) => {
+            parse_mountinfo_line(line).map_or(TopMount::Other, |m| TopMount::Fuse(m.connection))
+        }
+    })
 }
 
 /// The never-reused id of the mount on top at `mountpoint`
@@ -430,11 +446,7 @@ fn unique_mount_id(mountpoint: &Path) -> Option<u64> {
 }
 
 fn connection_id(mountpoint: &Path) -> Option<u32> {
-    fuse_mounts()
-        .into_iter()
-        .rev()
-        .find(|m| m.mountpoint == mountpoint)
-        .map(|m| m.connection)
+    fuse_mount_at(mountpoint).map(|m| m.connection)
 }
 
 /// fusectl at /sys/fs/fuse/connections for as long as it is needed: mounted

@@ -193,7 +193,6 @@ pub fn finish(conn: &mut Connection) -> abi::InitOut {
     } else {
         // The kernel refuses passthrough together with writeback cache.
         on &= !f::WRITEBACK_CACHE;
-        conn.want &= !f::WRITEBACK_CACHE;
     }
     // INIT_EXT tells the kernel to read flags2; always set it when offered.
     if conn.kernel_flags & f::INIT_EXT != 0 {
