@@ -6,6 +6,7 @@
 //!   backing directory;
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
+//! - [`floor`]: what one round trip between two processes costs here;
 //! - [`runner`]: repetitions, interleaving, CPU time, statistics;
 //! - [`results`] and [`report`]: the JSON schema, the terminal table, the
 //!   Markdown report with SVG charts.
@@ -13,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod engine;
+pub mod floor;
 pub mod peers;
 pub mod personality;
 pub mod report;

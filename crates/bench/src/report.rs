@@ -570,10 +570,22 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
     );
     out!(
         s,
-        "| backing store | {} |\n| fusebox commit | `{}` |\n\n",
+        "| backing store | {} |\n| fusebox commit | `{}` |\n",
         cell(&m.backing),
         cell(&m.fusebox_commit)
     );
+    if let Some(rt) = &m.round_trip {
+        let across = rt
+            .cross_cpu_us
+            .map_or_else(String::new, |us| format!(", {us:.1} us across two CPUs"));
+        out!(
+            s,
+            "| process round trip | {:.1} us on one CPU{} (pipe ping-pong; a FUSE request the kernel cannot answer itself costs at least one) |\n",
+            rt.same_cpu_us,
+            across
+        );
+    }
+    s.push('\n');
     s.push_str("## Subjects\n\n| subject | kind | description | status |\n|---|---|---|---|\n");
     for sub in &r.subjects {
         let kind = if sub.is_fusebox {
@@ -1166,7 +1178,7 @@ pub fn write_report(r: &BenchResults, dir: &Path) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{Machine, SubjectRuns, SCHEMA};
+    use crate::results::{Machine, RoundTrip, SubjectRuns, SCHEMA};
 
     fn runs(subject: &str, values: &[f64]) -> SubjectRuns {
         SubjectRuns {
@@ -1268,6 +1280,10 @@ mod tests {
             kernel: "6.14".into(),
             cpus: 8,
             fusebox_commit: "abc123".into(),
+            round_trip: Some(RoundTrip {
+                same_cpu_us: 6.15,
+                cross_cpu_us: Some(11.09),
+            }),
             ..Default::default()
         };
         let subjects = vec![
@@ -1389,6 +1405,10 @@ mod tests {
             md.contains("suite `test` v1") && md.contains("abc123") && md.contains("2026-01-01")
         );
         assert!(md.contains("| 0.25 | 1.25 |"), "{md}");
+        assert!(
+            md.contains("| process round trip | 6.2 us on one CPU, 11.1 us across two CPUs"),
+            "{md}"
+        );
         assert!(md.contains("## rfuse") && md.contains("## vangoor"));
         assert!(
             md.contains("![rfuse bars](charts/bar-rfuse.svg)")

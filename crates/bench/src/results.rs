@@ -33,6 +33,19 @@ pub struct Machine {
     pub backing: String,
     /// `git describe` of the fusebox tree the run was built from.
     pub fusebox_commit: String,
+    /// One synchronous round trip between two processes (see `floor`);
+    /// absent in runs from before it was measured or where it failed.
+    #[serde(default)]
+    pub round_trip: Option<RoundTrip>,
+}
+
+/// Pipe ping-pong between two processes, median of batch means.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RoundTrip {
+    /// Both processes pinned to one CPU: two context switches per trip.
+    pub same_cpu_us: f64,
+    /// On two CPUs: two wake-ups of a CPU that went idle (none with one CPU).
+    pub cross_cpu_us: Option<f64>,
 }
 
 /// A filesystem under test.

@@ -339,6 +339,9 @@ fn machine(backing: &str) -> Machine {
         memory_gib: (mem_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
         backing: backing.into(),
         fusebox_commit: commit,
+        round_trip: crate::floor::measure()
+            .inspect_err(|e| tracing::warn!(error = %e, "round-trip probe failed"))
+            .ok(),
     }
 }
 

@@ -685,6 +685,55 @@ os.waitpid(pid, 0)
         l.v("appends", (v.len(), whole));
     }
 
+    /// Come back to many nodes after making them: a filesystem that keeps
+    /// only some of them open must reopen the others correctly (open for
+    /// read and write, truncate and chmod by path, list and create inside
+    /// a directory).
+    pub fn revisit_many_nodes(d: &Path, l: &mut Log) {
+        for i in 0..40 {
+            let sub = d.join(format!("d{i}"));
+            fs::create_dir(&sub).unwrap();
+            for j in 0..5 {
+                fs::write(sub.join(format!("f{j}")), format!("{i}/{j} contents")).unwrap();
+            }
+        }
+        for i in 0..40 {
+            let sub = d.join(format!("d{i}"));
+            let f = sub.join("f0");
+            l.r("read", fs::read_to_string(&f));
+            l.r(
+                "append",
+                OpenOptions::new()
+                    .append(true)
+                    .open(&f)
+                    .and_then(|mut h| h.write_all(b"+")),
+            );
+            l.r(
+                "chmod",
+                fs::set_permissions(sub.join("f1"), fs::Permissions::from_mode(0o600)),
+            );
+            let mut names: Vec<_> = fs::read_dir(&sub)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            l.v("listed", names);
+            l.r("create inside", fs::write(sub.join("new"), b"n"));
+        }
+        l.v(
+            "truncate by path",
+            python(d, "import os,sys\nfor i in range(40): os.truncate(os.path.join(sys.argv[1], f'd{i}', 'f2'), 2)\nprint('ok')"),
+        );
+        for i in 0..40 {
+            let sub = d.join(format!("d{i}"));
+            for name in ["f0", "f1", "f2", "new"] {
+                l.r(name, fs::metadata(sub.join(name)).map(|m| shape(&m)));
+            }
+            l.r("read f0", fs::read_to_string(sub.join("f0")));
+            l.r("read f2", fs::read_to_string(sub.join("f2")));
+        }
+    }
+
     pub fn fifty_thousand_files(d: &Path, l: &mut Log) {
         let p = d.join("many");
         fs::create_dir(&p).unwrap();
@@ -767,6 +816,11 @@ macro_rules! table {
         }
         mod pathfs {
             $(#[test] fn $case() { super::run_case(super::TestMount::pathfs(), super::cases::$case) })*
+        }
+        /// stackfs with the smallest node fd cache: the paths that reopen
+        /// evicted nodes by handle.
+        mod stackfs_small_fd_cache {
+            $(#[test] fn $case() { super::run_case(super::TestMount::stackfs_small_fd_cache(), super::cases::$case) })*
         }
         /// stackfs with FUSE passthrough, over both transports.
         mod passthrough {
@@ -869,6 +923,7 @@ conformance!(
         concurrent_writers,
         fifty_thousand_files,
         errno_table,
+        revisit_many_nodes,
     ],
     uncached: [lseek_data_hole],
 );

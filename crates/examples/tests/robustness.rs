@@ -131,6 +131,19 @@ fn unknown_node_ids_and_handles_are_errors_not_panics() {
 
 #[test]
 fn stackfs_forgets_nodes_the_kernel_forgets() {
+    forgets_nodes_the_kernel_forgets(fusebox::transport::TransportKind::Classic);
+}
+
+/// Over io_uring, forgets still come through /dev/fuse, where the worker
+/// lingers after each to take the next ones as a batch.
+#[test]
+fn stackfs_forgets_nodes_the_kernel_forgets_over_io_uring() {
+    if common::uring_or_skip("stackfs_forgets_nodes_the_kernel_forgets_over_io_uring") {
+        forgets_nodes_the_kernel_forgets(fusebox::transport::TransportKind::Uring);
+    }
+}
+
+fn forgets_nodes_the_kernel_forgets(transport: fusebox::transport::TransportKind) {
     let dir = scratch_dir("forget");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir_all(&src).unwrap();
@@ -142,6 +155,7 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
     let cfg = SessionConfig {
         workers: 2,
         stats_socket: false,
+        transport,
         ..Default::default()
     };
     let session = Session::mount(fs, &mnt, &test_options(), cfg).unwrap();

@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use dashmap::DashMap;
 use fusebox::abi::flags::{fopen, init};
 use fusebox::fs::ops::*;
 use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
@@ -83,7 +82,7 @@ impl Default for StackOptions {
 
 pub struct StackFs {
     nodes: NodeTable,
-    handles: DashMap<u64, Arc<Handle>>,
+    handles: nodes::FastMap<u64, Arc<Handle>>,
     next_handle: AtomicU64,
     proc_self_fd: OwnedFd,
     opts: StackOptions,
@@ -152,7 +151,7 @@ impl StackFs {
         Ok(StackFs {
             timeouts,
             nodes: NodeTable::new(root, root_mount, opts.fd_cache),
-            handles: DashMap::new(),
+            handles: nodes::FastMap::default(),
             next_handle: AtomicU64::new(1),
             proc_self_fd,
             opts,
@@ -301,15 +300,51 @@ impl StackFs {
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
     }
 
-    fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
-        let pfd = self.nodes.fd(node)?;
-        rustix::fs::openat(
-            &self.proc_self_fd,
-            proc_name(&pfd),
-            flags | OFlags::CLOEXEC,
+    /// Like `do_lookup`, for an object this daemon has just made: its O_PATH
+    /// fd goes into the node cache, since the next request for it usually
+    /// needs one (GETATTR after the first write, SETATTR from tar or cp -p,
+    /// CREATE inside a new directory) and reopening by handle costs more than
+    /// this open by name.
+    fn lookup_made(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+        let pfd = self.nodes.fd(parent)?;
+        let fd = rustix::fs::openat(
+            &*pfd,
+            &cstr(name)?,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(errno)
+        .map_err(errno)?;
+        let st = rustix::fs::fstat(&fd).map_err(errno)?;
+        let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
+        let node = self.nodes.register(handle, &st, || {
+            rustix::fs::openat(
+                &self.proc_self_fd,
+                proc_name(&fd),
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                Mode::empty(),
+            )
+            .map_err(errno)
+        })?;
+        self.nodes.keep_fd(node, fd);
+        Ok(Entry::new(node, FileAttr::from(&st), self.t()))
+    }
+
+    /// Open `node` with `flags`: through /proc from an fd already held, or
+    /// straight from its handle (one syscall, where going through a fresh
+    /// O_PATH fd would take two and a cache slot).
+    fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
+        match self.nodes.held_fd(node)? {
+            Some(fd) => rustix::fs::openat(
+                &self.proc_self_fd,
+                proc_name(&fd),
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(errno),
+            None => self
+                .nodes
+                .open_by_handle(node, (flags | OFlags::CLOEXEC).bits() as i32),
+        }
     }
 
     /// Xattr syscalls need a path. Symlinks are refused: Linux allows no
@@ -436,7 +471,7 @@ impl Filesystem for StackFs {
         let pfd = self.nodes.fd(parent)?;
         let (c, t) = (cstr(name)?, cstr(target)?);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::symlinkat(&t, &*pfd, &c)).map_err(errno)?;
-        self.do_lookup(parent, name)
+        self.lookup_made(parent, name)
     }
 
     fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mknod) -> FsResult<Entry> {
@@ -448,7 +483,7 @@ impl Filesystem for StackFs {
             rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)
         })
         .map_err(errno)?;
-        self.do_lookup(parent, name)
+        self.lookup_made(parent, name)
     }
 
     fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mkdir) -> FsResult<Entry> {
@@ -456,7 +491,7 @@ impl Filesystem for StackFs {
         let c = cstr(name)?;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mkdirat(&*pfd, &c, mode)).map_err(errno)?;
-        self.do_lookup(parent, name)
+        self.lookup_made(parent, name)
     }
 
     fn unlink(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
@@ -694,7 +729,7 @@ impl Filesystem for StackFs {
             sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, &c, f, mode))
                 .map_err(errno)
         })?;
-        let entry = self.do_lookup(parent, name)?;
+        let entry = self.lookup_made(parent, name)?;
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
         match self.finish_open(entry.node, fd) {

@@ -31,17 +31,23 @@ struct Pin {
     backing: Option<BackingId>,
 }
 
+/// Every request hashes node ids several times; SipHash's resistance to
+/// chosen keys buys nothing for ids we hand out and handles the kernel makes,
+/// and foldhash is still seeded per process.
+type Hasher = foldhash::fast::RandomState;
+pub(crate) type FastMap<K, V> = DashMap<K, V, Hasher>;
+
 /// Keyed by (device, handle) rather than (device, inode number): handles
 /// carry a generation, so a recycled inode number is never mistaken for
 /// the file that had it before.
 pub struct NodeTable {
     root: Arc<OwnedFd>,
-    nodes: DashMap<u64, Arc<Node>>,
-    by_handle: DashMap<(u64, KernelHandle), u64>,
+    nodes: FastMap<u64, Arc<Node>>,
+    by_handle: FastMap<(u64, KernelHandle), u64>,
     next: AtomicU64,
-    fd_cache: moka::sync::Cache<u64, Arc<OwnedFd>>,
+    fd_cache: moka::sync::Cache<u64, Arc<OwnedFd>, Hasher>,
     /// Any fd on each device, for open_by_handle_at's mount argument.
-    mount_fds: DashMap<u64, Arc<OwnedFd>>,
+    mount_fds: FastMap<u64, Arc<OwnedFd>>,
 }
 
 impl NodeTable {
@@ -49,16 +55,18 @@ impl NodeTable {
     /// refuses O_PATH fds as its mount argument.
     pub fn new(root: OwnedFd, root_mount: OwnedFd, fd_cache: u64) -> NodeTable {
         let root = Arc::new(root);
-        let mount_fds = DashMap::new();
+        let mount_fds = FastMap::default();
         if let Ok(st) = rustix::fs::fstat(&root_mount) {
             mount_fds.insert(st.st_dev, Arc::new(root_mount));
         }
         NodeTable {
             root,
-            nodes: DashMap::new(),
-            by_handle: DashMap::new(),
+            nodes: FastMap::default(),
+            by_handle: FastMap::default(),
             next: AtomicU64::new(NodeId::ROOT.0 + 1),
-            fd_cache: moka::sync::Cache::new(fd_cache.max(16)),
+            fd_cache: moka::sync::Cache::builder()
+                .max_capacity(fd_cache.max(16))
+                .build_with_hasher(Hasher::default()),
             mount_fds,
         }
     }
@@ -110,26 +118,44 @@ impl NodeTable {
 
     /// An O_PATH fd of `id`, reopened by handle if the cache let it go.
     pub fn fd(&self, id: NodeId) -> FsResult<Arc<OwnedFd>> {
+        if let Some(fd) = self.held_fd(id)? {
+            return Ok(fd);
+        }
+        let fd = Arc::new(self.open_by_handle(id, libc::O_PATH | libc::O_CLOEXEC)?);
+        self.fd_cache.insert(id.0, fd.clone());
+        Ok(fd)
+    }
+
+    /// An fd of `id` this table already holds (its open file, or the
+    /// cache's O_PATH fd), opening nothing.
+    pub fn held_fd(&self, id: NodeId) -> FsResult<Option<Arc<OwnedFd>>> {
         if id == NodeId::ROOT {
-            return Ok(self.root.clone());
+            return Ok(Some(self.root.clone()));
         }
         let n = self.node(id)?;
         if let Some(fd) = n.pin.lock().unwrap_or_else(|p| p.into_inner()).fd.clone() {
-            return Ok(fd);
+            return Ok(Some(fd));
         }
-        if let Some(fd) = self.fd_cache.get(&id.0) {
-            return Ok(fd);
-        }
+        Ok(self.fd_cache.get(&id.0))
+    }
+
+    /// Open `id` from its handle with `flags` (open(2) flags), bypassing
+    /// the cache.
+    pub fn open_by_handle(&self, id: NodeId, flags: i32) -> FsResult<OwnedFd> {
+        let n = self.node(id)?;
         let mount = self
             .mount_fds
             .get(&n.dev)
             .map(|m| m.clone())
             .ok_or(Errno(libc::ESTALE))?;
-        let fd = sys::open_by_handle_at(mount.as_fd(), &n.handle, libc::O_PATH | libc::O_CLOEXEC)
-            .map_err(Errno::from)?;
-        let fd = Arc::new(fd);
-        self.fd_cache.insert(id.0, fd.clone());
-        Ok(fd)
+        sys::open_by_handle_at(mount.as_fd(), &n.handle, flags).map_err(Errno::from)
+    }
+
+    /// Cache `fd`, an O_PATH fd of `id`, as if `fd(id)` had opened it.
+    pub fn keep_fd(&self, id: NodeId, fd: OwnedFd) {
+        if id != NodeId::ROOT {
+            self.fd_cache.insert(id.0, Arc::new(fd));
+        }
     }
 
     pub fn is_symlink(&self, id: NodeId) -> bool {

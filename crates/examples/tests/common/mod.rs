@@ -180,6 +180,25 @@ impl TestMount {
         m
     }
 
+    /// stackfs keeping at most 16 O_PATH fds: nearly every request finds
+    /// its node evicted and reopens it from its file handle.
+    pub fn stackfs_small_fd_cache() -> TestMount {
+        let dir = scratch_dir("stackfs");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let opts = test_options();
+        let fs = StackFs::new(
+            &src,
+            StackOptions {
+                fs: opts.fs,
+                fd_cache: 16,
+                ..Default::default()
+            },
+        )
+        .expect("stackfs");
+        Self::mount_on(Transport::Classic, fs, dir, Some(src), &opts)
+    }
+
     fn stackfs_configured(t: Transport, opts: &Options, exclusive: bool) -> TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");

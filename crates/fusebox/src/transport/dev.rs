@@ -3,6 +3,10 @@
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use fusebox_abi::{InHeader, Opcode};
+use zerocopy::FromBytes;
 
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
@@ -51,17 +55,30 @@ pub enum WorkerExit {
 }
 
 /// Serve requests until the mount goes away. `buf_size` must hold the
-/// largest request: max_write plus headers.
+/// largest request: max_write plus headers. With `linger_after_forget`, the
+/// worker waits that long after a FORGET before reading again, so forgets
+/// that arrive meanwhile come as one BATCH_FORGET rather than a wake-up
+/// each; only for a worker that serves nothing urgent (see `Session`).
 pub fn run_worker<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
     channel: &DevChannel,
     worker: &mut Worker,
     buf_size: usize,
+    linger_after_forget: Option<Duration>,
 ) -> Result<WorkerExit, Error> {
     let mut buf = vec![0u8; buf_size];
     loop {
         match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
-            Ok(n) => dispatcher.dispatch_contiguous(&buf[..n], worker, channel),
+            Ok(n) => {
+                dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
+                if let Some(linger) = linger_after_forget {
+                    let forget = InHeader::ref_from_prefix(&buf[..n])
+                        .is_ok_and(|(h, _)| Opcode(h.opcode).is_no_reply());
+                    if forget {
+                        std::thread::sleep(linger);
+                    }
+                }
+            }
             // ENOENT: the request was interrupted before we read it.
             Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN | rustix::io::Errno::NOENT) => {
                 continue
