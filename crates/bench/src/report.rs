@@ -580,7 +580,7 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
             .map_or_else(String::new, |us| format!(", {us:.1} us across two CPUs"));
         out!(
             s,
-            "| process round trip | {:.1} us on one CPU{} (pipe ping-pong; a FUSE request the kernel cannot answer itself costs at least one) |\n",
+            "| process round trip | {:.1} us on one CPU{} (pipe ping-pong: what a FUSE request costs at least when application and daemon both block) |\n",
             rt.same_cpu_us,
             across
         );

@@ -33,9 +33,8 @@ pub struct Machine {
     pub backing: String,
     /// `git describe` of the fusebox tree the run was built from.
     pub fusebox_commit: String,
-    /// One synchronous round trip between two processes (see `floor`);
+    /// One blocking round trip between two processes (see `floor`);
     /// absent in runs from before it was measured or where it failed.
-    #[serde(default)]
     pub round_trip: Option<RoundTrip>,
 }
 
@@ -178,6 +177,24 @@ impl WorkloadResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reports in docs/ stay readable as the schema grows (new fields are
+    /// optional); a change that breaks them must bump SCHEMA instead.
+    #[test]
+    fn published_results_still_parse() {
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&docs).unwrap() {
+            let json = entry.unwrap().path().join("results.json");
+            if let Ok(text) = std::fs::read_to_string(&json) {
+                let r: BenchResults = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+                assert_eq!(r.schema, SCHEMA, "{}", json.display());
+                read += 1;
+            }
+        }
+        assert!(read > 0, "no results.json under {}", docs.display());
+    }
 
     fn runs(subject: &str, values: &[f64]) -> SubjectRuns {
         SubjectRuns {

@@ -302,7 +302,7 @@ fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
     ]
 }
 
-fn machine(backing: &str) -> Machine {
+fn machine(backing: &str, round_trip: Option<RoundTrip>) -> Machine {
     let uname = rustix::system::uname();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
@@ -339,9 +339,7 @@ fn machine(backing: &str) -> Machine {
         memory_gib: (mem_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
         backing: backing.into(),
         fusebox_commit: commit,
-        round_trip: crate::floor::measure()
-            .inspect_err(|e| tracing::warn!(error = %e, "round-trip probe failed"))
-            .ok(),
+        round_trip,
     }
 }
 
@@ -409,6 +407,10 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
     }
     let reps = o.repetitions.unwrap_or(suite.repetitions).max(1);
     let started = now_rfc3339();
+    // Before the workloads: a stuck probe then costs no results.
+    let round_trip = crate::floor::measure(crate::floor::PER_BATCH)
+        .inspect_err(|e| tracing::warn!(error = %format!("{e:#}"), "round-trip probe failed"))
+        .ok();
     std::fs::create_dir_all(&o.workdir)
         .with_context(|| format!("creating {}", o.workdir.display()))?;
     let (backing, _tmpfs, backing_desc) = match &o.backing {
@@ -560,7 +562,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         suite: suite.name.into(),
         suite_version: suite.version,
         started,
-        machine: machine(&backing_desc),
+        machine: machine(&backing_desc, round_trip),
         repetitions: reps,
         subjects,
         workloads: results,

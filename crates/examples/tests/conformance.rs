@@ -928,6 +928,16 @@ conformance!(
     uncached: [lseek_data_hole],
 );
 
+/// The small-cache column really takes the reopen-by-handle paths (with a
+/// larger cache it would quietly test the default).
+#[test]
+fn small_fd_cache_reopens_nodes_by_handle() {
+    let m = TestMount::stackfs_small_fd_cache();
+    cases::revisit_many_nodes(&m.mnt, &mut Log::default());
+    let opens = m.filesystem::<fusebox_examples::StackFs>().handle_opens();
+    assert!(opens >= 40, "only {opens} opens by handle");
+}
+
 /// Under the writeback cache, data not yet written back must still count as
 /// data: SEEK_DATA/SEEK_HOLE may be coarse (the whole file is data) but
 /// never report a hole over bytes just written.

@@ -129,6 +129,40 @@ fn unknown_node_ids_and_handles_are_errors_not_panics() {
     assert_eq!(s.write(&ctx, NodeId::ROOT, &w), Err(Errno::EBADF));
 }
 
+/// Once the kernel forgets a deleted file, no fd of the daemon may keep it
+/// (and its space) alive, even if the daemon then sits idle.
+#[test]
+fn stackfs_lets_go_of_deleted_files() {
+    let m = TestMount::stackfs();
+    let src = m.src.clone().expect("stackfs has a source");
+    for name in ["made", "looked-up"] {
+        std::fs::write(m.mnt.join(name), vec![7u8; 1 << 20]).unwrap();
+    }
+    // One node cached when made, one cached by a later request.
+    let _ = std::fs::metadata(m.mnt.join("looked-up")).unwrap();
+    for name in ["made", "looked-up"] {
+        std::fs::remove_file(m.mnt.join(name)).unwrap();
+    }
+    let held = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| p.starts_with(&*src.to_string_lossy()) && p.ends_with("(deleted)"))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut left = held();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        left = held();
+    }
+    assert!(
+        left.is_empty(),
+        "deleted files still open in the daemon: {left:?}"
+    );
+}
+
 #[test]
 fn stackfs_forgets_nodes_the_kernel_forgets() {
     forgets_nodes_the_kernel_forgets(fusebox::transport::TransportKind::Classic);
@@ -143,7 +177,12 @@ fn stackfs_forgets_nodes_the_kernel_forgets_over_io_uring() {
     }
 }
 
+/// drop_caches reaches every mount: the tests that use it take turns, or
+/// one would see the other's nodes forgotten early.
+static DROPS_CACHES: Mutex<()> = Mutex::new(());
+
 fn forgets_nodes_the_kernel_forgets(transport: fusebox::transport::TransportKind) {
+    let _turn = DROPS_CACHES.lock().unwrap_or_else(|p| p.into_inner());
     let dir = scratch_dir("forget");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir_all(&src).unwrap();

@@ -24,11 +24,11 @@ use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::transport::{uring, TransportKind, UringConfig};
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
-/// FORGET before reading again. Its fd then carries only forgets and
-/// interrupts; in that time further forgets queue up and arrive as one
-/// BATCH_FORGET. Unlinking 15,000 files: 12,500 forget wake-ups became
-/// about 700 batches, and unlink ran ~17% faster on 2 cores. An INTERRUPT
-/// may wait this long, which is far below anything a user would notice.
+/// FORGET before reading again (`dev::ForgetLinger`): further forgets queue
+/// up meanwhile and arrive as one BATCH_FORGET. Unlinking 15,000 files:
+/// 12,500 forget wake-ups became about 700 batches, and unlink ran ~17%
+/// faster on 2 cores. An INTERRUPT may wait this long, far below anything
+/// a user would notice.
 const FORGET_LINGER: Duration = Duration::from_micros(500);
 
 /// How a session runs, beyond the `-o` options.
@@ -172,6 +172,7 @@ impl<F: Filesystem> Session<F> {
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let live_workers = Arc::new(AtomicUsize::new(classic_n + queues_n));
+        let registered_queues = Arc::new(AtomicUsize::new(0));
 
         let mut workers = Vec::with_capacity(classic_n + queues_n);
         for i in 0..classic_n {
@@ -187,7 +188,11 @@ impl<F: Filesystem> Session<F> {
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
             let policy = cfg.thread_policy;
-            let linger = (transport == TransportKind::Uring).then_some(FORGET_LINGER);
+            let linger = (transport == TransportKind::Uring).then(|| dev::ForgetLinger {
+                wait: FORGET_LINGER,
+                registered: registered_queues.clone(),
+                queues: queues_n,
+            });
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-dev-{i}"))
                 .spawn(move || {
@@ -199,7 +204,13 @@ impl<F: Filesystem> Session<F> {
                     if let Err(e) = policy.enter() {
                         tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
-                    let r = dev::run_worker(&dispatcher, &channel, &mut worker, buf_size, linger);
+                    let r = dev::run_worker(
+                        &dispatcher,
+                        &channel,
+                        &mut worker,
+                        buf_size,
+                        linger.as_ref(),
+                    );
                     live.fetch_sub(1, Ordering::AcqRel);
                     r
                 })?;
@@ -228,6 +239,7 @@ impl<F: Filesystem> Session<F> {
             let ucfg = cfg.uring;
             let policy = cfg.thread_policy;
             let queue_mount = mount.clone();
+            let registered = registered_queues.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-uring-{q}"))
                 .spawn(move || {
@@ -250,7 +262,9 @@ impl<F: Filesystem> Session<F> {
                     )
                     .map_err(Error::from)
                     .and_then(|mut ring| {
-                        uring::run_queue(&dispatcher, &mut ring, &mut worker, ucfg.poll)
+                        uring::run_queue(&dispatcher, &mut ring, &mut worker, ucfg.poll, || {
+                            registered.fetch_add(1, Ordering::AcqRel);
+                        })
                     });
                     if let Err(e) = &r {
                         // The kernel routes this CPU's requests to this queue

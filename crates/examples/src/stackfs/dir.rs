@@ -3,6 +3,7 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 use fusebox::{Errno, FileType, FsResult};
 
@@ -10,7 +11,7 @@ use fusebox::{Errno, FileType, FsResult};
 /// filesystem's own getdents cookies, so they stay valid across calls and
 /// across concurrent changes exactly as they do natively.
 pub(crate) struct DirState {
-    fd: OwnedFd,
+    fd: Arc<OwnedFd>,
     buf: Vec<u8>,
 }
 
@@ -30,13 +31,18 @@ fn kind(t: rustix::fs::FileType) -> FileType {
 impl DirState {
     pub fn new(fd: OwnedFd) -> DirState {
         DirState {
-            fd,
+            fd: Arc::new(fd),
             buf: Vec::with_capacity(32 << 10),
         }
     }
 
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+
+    /// The directory's fd, to use while `fill` borrows the state.
+    pub fn shared_fd(&self) -> Arc<OwnedFd> {
+        self.fd.clone()
     }
 
     /// Feed entries after `offset` to `push(name, ino, kind, next_offset)`

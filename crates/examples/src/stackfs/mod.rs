@@ -10,6 +10,13 @@
 pub(crate) mod dir;
 mod nodes;
 
+/// Hasher of the node and handle maps. Every request hashes node ids
+/// several times; SipHash's resistance to chosen keys buys nothing for ids
+/// we hand out and handles the kernel makes, and foldhash is still seeded
+/// per process.
+type Hasher = foldhash::fast::RandomState;
+type FastMap<K, V> = dashmap::DashMap<K, V, Hasher>;
+
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -82,7 +89,7 @@ impl Default for StackOptions {
 
 pub struct StackFs {
     nodes: NodeTable,
-    handles: nodes::FastMap<u64, Arc<Handle>>,
+    handles: FastMap<u64, Arc<Handle>>,
     next_handle: AtomicU64,
     proc_self_fd: OwnedFd,
     opts: StackOptions,
@@ -151,7 +158,7 @@ impl StackFs {
         Ok(StackFs {
             timeouts,
             nodes: NodeTable::new(root, root_mount, opts.fd_cache),
-            handles: nodes::FastMap::default(),
+            handles: FastMap::default(),
             next_handle: AtomicU64::new(1),
             proc_self_fd,
             opts,
@@ -282,13 +289,17 @@ impl StackFs {
 
     /// Look `name` up in `parent` and take a lookup reference.
     fn do_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
-        let pfd = self.nodes.fd(parent)?;
+        self.lookup_in(&*self.nodes.fd(parent)?, name)
+    }
+
+    /// `do_lookup` with the parent's fd at hand.
+    fn lookup_in(&self, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
         let c = cstr(name)?;
-        let st = rustix::fs::statat(&*pfd, &c, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+        let st = rustix::fs::statat(pfd, &c, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
         let handle = sys::name_to_handle_at(pfd.as_fd(), &c, 0).map_err(errno)?;
         let node = self.nodes.register(handle, &st, || {
             rustix::fs::openat(
-                &*pfd,
+                pfd,
                 &c,
                 // NONBLOCK: the object could be a bind-mounted FIFO, and this
                 // open happens under the node table's shard lock.
@@ -300,33 +311,53 @@ impl StackFs {
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
     }
 
-    /// Like `do_lookup`, for an object this daemon has just made: its O_PATH
-    /// fd goes into the node cache, since the next request for it usually
-    /// needs one (GETATTR after the first write, SETATTR from tar or cp -p,
-    /// CREATE inside a new directory) and reopening by handle costs more than
-    /// this open by name.
-    fn lookup_made(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
-        let pfd = self.nodes.fd(parent)?;
-        let fd = rustix::fs::openat(
-            &*pfd,
-            &cstr(name)?,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(errno)?;
-        let st = rustix::fs::fstat(&fd).map_err(errno)?;
+    /// Register the object `fd` refers to (any fd of it, O_PATH included),
+    /// identity and attributes taken from the fd itself, and take a lookup
+    /// reference.
+    fn register_fd(&self, fd: &OwnedFd) -> FsResult<(NodeId, rustix::fs::Stat)> {
+        let st = rustix::fs::fstat(fd).map_err(errno)?;
         let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
         let node = self.nodes.register(handle, &st, || {
             rustix::fs::openat(
                 &self.proc_self_fd,
-                proc_name(&fd),
+                proc_name(fd),
                 OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
                 Mode::empty(),
             )
             .map_err(errno)
         })?;
+        Ok((node, st))
+    }
+
+    /// Like `do_lookup`, for an object this daemon has just made in `pfd`
+    /// (MKDIR, MKNOD, SYMLINK): its O_PATH fd also goes into the node cache
+    /// while there is room, since its next request usually needs one (a
+    /// CREATE inside a new directory, the SETATTR of tar or `cp -p`), and
+    /// opening it by name now costs less than reopening it by handle then.
+    /// Once the cache is full, moka admits a new fd only over one read less
+    /// often, so an fd opened ahead of any request would be dropped unused.
+    fn lookup_made(&self, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
+        if !self.nodes.cache_has_room() {
+            return self.lookup_in(pfd, name);
+        }
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(pfd, &cstr(name)?, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            // Near the fd limit: do without the cache rather than fail the
+            // call after the object was made.
+            Err(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE) => {
+                return self.lookup_in(pfd, name)
+            }
+            Err(e) => return Err(errno(e)),
+        };
+        let (node, st) = self.register_fd(&fd)?;
         self.nodes.keep_fd(node, fd);
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
+    }
+
+    /// Opens from a file handle so far (nodes the cache did not hold).
+    pub fn handle_opens(&self) -> u64 {
+        self.nodes.handle_opens()
     }
 
     /// Open `node` with `flags`: through /proc from an fd already held, or
@@ -471,7 +502,7 @@ impl Filesystem for StackFs {
         let pfd = self.nodes.fd(parent)?;
         let (c, t) = (cstr(name)?, cstr(target)?);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::symlinkat(&t, &*pfd, &c)).map_err(errno)?;
-        self.lookup_made(parent, name)
+        self.lookup_made(&pfd, name)
     }
 
     fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mknod) -> FsResult<Entry> {
@@ -483,7 +514,7 @@ impl Filesystem for StackFs {
             rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)
         })
         .map_err(errno)?;
-        self.lookup_made(parent, name)
+        self.lookup_made(&pfd, name)
     }
 
     fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mkdir) -> FsResult<Entry> {
@@ -491,7 +522,7 @@ impl Filesystem for StackFs {
         let c = cstr(name)?;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mkdirat(&*pfd, &c, mode)).map_err(errno)?;
-        self.lookup_made(parent, name)
+        self.lookup_made(&pfd, name)
     }
 
     fn unlink(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
@@ -597,12 +628,15 @@ impl Filesystem for StackFs {
         })
     }
 
-    fn readdirplus(&self, _: &Ctx, node: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
+    fn readdirplus(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
         let h = self.file(a.fh)?;
         let Handle::Dir { state } = &*h else {
             return Err(Errno::ENOTDIR);
         };
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        // The open directory is the parent for the lookups: no reopen of
+        // the node when the cache let its fd go.
+        let dir = st.shared_fd();
         st.fill(a.offset, |name, ino, kind, next| {
             // "." and ".." are not lookups: the kernel takes no reference.
             if name == "." || name == ".." {
@@ -611,7 +645,7 @@ impl Filesystem for StackFs {
             if !out.has_room(name) {
                 return false;
             }
-            match self.do_lookup(node, name) {
+            match self.lookup_in(&dir, name) {
                 Ok(e) => {
                     let added = out.push_plus(&e, next, name);
                     if !added {
@@ -729,13 +763,14 @@ impl Filesystem for StackFs {
             sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::openat(&*pfd, &c, f, mode))
                 .map_err(errno)
         })?;
-        let entry = self.lookup_made(parent, name)?;
+        // The node is the file just opened, whatever the name holds by now.
+        let (node, st) = self.register_fd(&fd.fd)?;
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
-        match self.finish_open(entry.node, fd) {
-            Ok(o) => Ok((entry, o)),
+        match self.finish_open(node, fd) {
+            Ok(o) => Ok((Entry::new(node, FileAttr::from(&st), self.t()), o)),
             Err(e) => {
-                self.nodes.forget(entry.node, 1);
+                self.nodes.forget(node, 1);
                 Err(e)
             }
         }
@@ -753,18 +788,7 @@ impl Filesystem for StackFs {
             })
             .map_err(errno)
         })?;
-        let st = rustix::fs::fstat(&file.fd).map_err(errno)?;
-        let handle =
-            sys::name_to_handle_at(file.fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
-        let node = self.nodes.register(handle, &st, || {
-            rustix::fs::openat(
-                &self.proc_self_fd,
-                proc_name(&file.fd),
-                OFlags::RDONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(errno)
-        })?;
+        let (node, st) = self.register_fd(&file.fd)?;
         let opened = match self.finish_open(node, file) {
             Ok(o) => o,
             Err(e) => {

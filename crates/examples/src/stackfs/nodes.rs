@@ -2,14 +2,14 @@
 //! bounded cache of O_PATH fds.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::mapref::entry::Entry as MapEntry;
-use dashmap::DashMap;
 use fusebox::protocol::BackingId;
 use fusebox::{Errno, FsResult, NodeId};
 
+use super::{FastMap, Hasher};
 use crate::sys::{self, KernelHandle};
 
 struct Node {
@@ -17,6 +17,8 @@ struct Node {
     dev: u64,
     symlink: bool,
     nlookup: AtomicU64,
+    /// `fd` found no cached fd for this node before.
+    missed: AtomicBool,
     /// While the node has open files, one of them stays here as its fd: an
     /// unlinked inode can no longer be opened by handle.
     pin: Mutex<Pin>,
@@ -31,11 +33,10 @@ struct Pin {
     backing: Option<BackingId>,
 }
 
-/// Every request hashes node ids several times; SipHash's resistance to
-/// chosen keys buys nothing for ids we hand out and handles the kernel makes,
-/// and foldhash is still seeded per process.
-type Hasher = foldhash::fast::RandomState;
-pub(crate) type FastMap<K, V> = DashMap<K, V, Hasher>;
+/// A cached O_PATH fd that `forget` can close at once. moka keeps a removed
+/// value until its next maintenance pass, which an idle daemon may never
+/// run, and an fd held that long keeps a deleted file's space allocated.
+type FdSlot = Arc<Mutex<Option<Arc<OwnedFd>>>>;
 
 /// Keyed by (device, handle) rather than (device, inode number): handles
 /// carry a generation, so a recycled inode number is never mistaken for
@@ -45,7 +46,9 @@ pub struct NodeTable {
     nodes: FastMap<u64, Arc<Node>>,
     by_handle: FastMap<(u64, KernelHandle), u64>,
     next: AtomicU64,
-    fd_cache: moka::sync::Cache<u64, Arc<OwnedFd>, Hasher>,
+    fd_cache: moka::sync::Cache<u64, FdSlot, Hasher>,
+    /// Opens from a file handle (node fds and files), for tests and stats.
+    handle_opens: AtomicU64,
     /// Any fd on each device, for open_by_handle_at's mount argument.
     mount_fds: FastMap<u64, Arc<OwnedFd>>,
 }
@@ -54,6 +57,7 @@ impl NodeTable {
     /// `root_mount` must be a real (not O_PATH) fd: open_by_handle_at
     /// refuses O_PATH fds as its mount argument.
     pub fn new(root: OwnedFd, root_mount: OwnedFd, fd_cache: u64) -> NodeTable {
+        reserve_fd_table(&root, fd_cache + FD_HEADROOM);
         let root = Arc::new(root);
         let mount_fds = FastMap::default();
         if let Ok(st) = rustix::fs::fstat(&root_mount) {
@@ -67,6 +71,7 @@ impl NodeTable {
             fd_cache: moka::sync::Cache::builder()
                 .max_capacity(fd_cache.max(16))
                 .build_with_hasher(Hasher::default()),
+            handle_opens: AtomicU64::new(0),
             mount_fds,
         }
     }
@@ -99,6 +104,7 @@ impl NodeTable {
                     dev,
                     symlink: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
                     nlookup: AtomicU64::new(1),
+                    missed: AtomicBool::new(false),
                     pin: Mutex::new(Pin::default()),
                 };
                 self.nodes.insert(id, Arc::new(node));
@@ -117,12 +123,22 @@ impl NodeTable {
     }
 
     /// An O_PATH fd of `id`, reopened by handle if the cache let it go.
+    ///
+    /// The reopened fd is cached while the cache has room, or when this
+    /// node missed before; otherwise it is used once and closed. Once the
+    /// cache is full, inserting every miss only churns it: a scan of more
+    /// nodes than it holds gets no hits whatever is evicted, and each
+    /// insert then costs an eviction and a close. A node asked for again is
+    /// worth its slot.
     pub fn fd(&self, id: NodeId) -> FsResult<Arc<OwnedFd>> {
         if let Some(fd) = self.held_fd(id)? {
             return Ok(fd);
         }
         let fd = Arc::new(self.open_by_handle(id, libc::O_PATH | libc::O_CLOEXEC)?);
-        self.fd_cache.insert(id.0, fd.clone());
+        let missed_before = self.node(id)?.missed.swap(true, Ordering::Relaxed);
+        if missed_before || self.cache_has_room() {
+            self.cache(id, fd.clone());
+        }
         Ok(fd)
     }
 
@@ -136,7 +152,10 @@ impl NodeTable {
         if let Some(fd) = n.pin.lock().unwrap_or_else(|p| p.into_inner()).fd.clone() {
             return Ok(Some(fd));
         }
-        Ok(self.fd_cache.get(&id.0))
+        Ok(self
+            .fd_cache
+            .get(&id.0)
+            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).clone()))
     }
 
     /// Open `id` from its handle with `flags` (open(2) flags), bypassing
@@ -148,14 +167,32 @@ impl NodeTable {
             .get(&n.dev)
             .map(|m| m.clone())
             .ok_or(Errno(libc::ESTALE))?;
+        self.handle_opens.fetch_add(1, Ordering::Relaxed);
         sys::open_by_handle_at(mount.as_fd(), &n.handle, flags).map_err(Errno::from)
     }
 
     /// Cache `fd`, an O_PATH fd of `id`, as if `fd(id)` had opened it.
     pub fn keep_fd(&self, id: NodeId, fd: OwnedFd) {
         if id != NodeId::ROOT {
-            self.fd_cache.insert(id.0, Arc::new(fd));
+            self.cache(id, Arc::new(fd));
         }
+    }
+
+    fn cache(&self, id: NodeId, fd: Arc<OwnedFd>) {
+        self.fd_cache.insert(id.0, Arc::new(Mutex::new(Some(fd))));
+    }
+
+    /// Whether the fd cache has room for one more without evicting. When it
+    /// is full, moka admits a new fd only over one read less often, so an
+    /// fd opened ahead of any request would be dropped unused.
+    pub fn cache_has_room(&self) -> bool {
+        let cap = self.fd_cache.policy().max_capacity().unwrap_or(u64::MAX);
+        self.fd_cache.entry_count() < cap
+    }
+
+    /// Opens from a file handle so far.
+    pub fn handle_opens(&self) -> u64 {
+        self.handle_opens.load(Ordering::Relaxed)
     }
 
     pub fn is_symlink(&self, id: NodeId) -> bool {
@@ -238,12 +275,68 @@ impl NodeTable {
             });
         if removed.is_some() {
             self.nodes.remove(&id.0);
-            self.fd_cache.invalidate(&id.0);
+            if let Some(slot) = self.fd_cache.remove(&id.0) {
+                slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
         }
     }
 
     /// Nodes currently known.
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+}
+
+/// Fds the process is expected to hold beyond the cache: open files, the
+/// device clones, rings, sockets.
+const FD_HEADROOM: u64 = 1024;
+
+/// Grow this process's fd table to hold `fds` descriptors now, while the
+/// daemon is still single-threaded. The kernel grows it by doubling as
+/// descriptors are opened, and in a multi-threaded process each growth
+/// waits for an RCU grace period (milliseconds on a VM): filling an
+/// 8,192-fd cache in a fresh daemon cost a dozen such waits inside
+/// requests, about 5 us per GETATTR over the first 15,000. Capped by the
+/// soft fd limit; failure only means the growth happens later.
+fn reserve_fd_table(any: &OwnedFd, fds: u64) {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let highest = fds.min(limit.saturating_sub(1));
+    if let Ok(highest) = i32::try_from(highest) {
+        // The lowest free number at or above `highest`: the table grows to
+        // cover it, and stays grown after the close.
+        drop(rustix::io::fcntl_dupfd_cloexec(any, highest));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fd_table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("FDSize in /proc/self/status")
+    }
+
+    #[test]
+    fn the_fd_table_is_grown_for_the_cache_up_front() {
+        let open = || {
+            rustix::fs::open("/", rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty()).unwrap()
+        };
+        let _table = NodeTable::new(open(), open(), 8192);
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let want = (8192 + FD_HEADROOM).min(limit.saturating_sub(1));
+        assert!(
+            fd_table_size() > want,
+            "FDSize {} for {want} fds",
+            fd_table_size()
+        );
     }
 }

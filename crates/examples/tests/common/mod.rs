@@ -160,7 +160,7 @@ impl TestMount {
     }
 
     pub fn stackfs_with(t: Transport, opts: &Options) -> TestMount {
-        Self::stackfs_configured(t, opts, false)
+        Self::stackfs_configured(t, opts, |_| {})
     }
 
     /// stackfs as passthrough_hp runs by default: the source is the
@@ -169,7 +169,7 @@ impl TestMount {
     pub fn stackfs_cached(t: Transport) -> TestMount {
         let mut o = test_options();
         o.apply("writeback_cache").unwrap();
-        let m = Self::stackfs_configured(t, &o, true);
+        let m = Self::stackfs_configured(t, &o, |s| s.exclusive = true);
         // Otherwise the cached column would quietly test the plain one.
         m.assert_negotiated("writeback_cache");
         let flags = m.snapshot().flags;
@@ -183,35 +183,23 @@ impl TestMount {
     /// stackfs keeping at most 16 O_PATH fds: nearly every request finds
     /// its node evicted and reopens it from its file handle.
     pub fn stackfs_small_fd_cache() -> TestMount {
-        let dir = scratch_dir("stackfs");
-        let src = dir.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        let opts = test_options();
-        let fs = StackFs::new(
-            &src,
-            StackOptions {
-                fs: opts.fs,
-                fd_cache: 16,
-                ..Default::default()
-            },
-        )
-        .expect("stackfs");
-        Self::mount_on(Transport::Classic, fs, dir, Some(src), &opts)
+        Self::stackfs_configured(Transport::Classic, &test_options(), |o| o.fd_cache = 16)
     }
 
-    fn stackfs_configured(t: Transport, opts: &Options, exclusive: bool) -> TestMount {
+    fn stackfs_configured(
+        t: Transport,
+        opts: &Options,
+        tune: impl FnOnce(&mut StackOptions),
+    ) -> TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
-        let fs = StackFs::new(
-            &src,
-            StackOptions {
-                fs: opts.fs,
-                exclusive,
-                ..Default::default()
-            },
-        )
-        .expect("stackfs");
+        let mut stack = StackOptions {
+            fs: opts.fs,
+            ..Default::default()
+        };
+        tune(&mut stack);
+        let fs = StackFs::new(&src, stack).expect("stackfs");
         Self::mount_on(t, fs, dir, Some(src), opts)
     }
 

@@ -59,12 +59,15 @@ impl StatsServer {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        // A stale socket from a daemon that died; a live one would mean two
-        // daemons on one mountpoint, which mount(2) already prevents.
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(err)?;
+        // A stale socket from a daemon that died, or from one still exiting
+        // after its unmount (mount(2) allows one daemon per mountpoint).
+        let (listener, bound) = {
+            let _turn = SocketLock::take(&path);
+            let _ = std::fs::remove_file(&path);
+            let listener = UnixListener::bind(&path).map_err(err)?;
+            (listener, identity(&path))
+        };
         listener.set_nonblocking(true).map_err(err)?;
-        let bound = identity(&path);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -111,10 +114,36 @@ impl Drop for StatsServer {
             let _ = t.join();
         }
         // A daemon that exits after its unmount can overlap the next daemon
-        // on the same mountpoint: take away only our own socket.
+        // on the same mountpoint: take away only our own socket, and check
+        // and remove in one turn, or the next daemon's socket could land in
+        // between and be removed instead.
+        let _turn = SocketLock::take(&self.path);
         if self.bound.is_some() && identity(&self.path) == self.bound {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+/// An exclusive flock on one lock file next to the sockets, held while a
+/// daemon replaces or removes its socket (microseconds, so one file for
+/// all mountpoints; it is never deleted, which would race). Best effort:
+/// without it the socket is handled as before.
+struct SocketLock {
+    /// Closing the file releases the lock.
+    _held: Option<std::fs::File>,
+}
+
+impl SocketLock {
+    fn take(socket: &Path) -> SocketLock {
+        let lock = socket.with_file_name("sockets.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(lock)
+            .ok()
+            .filter(|f| rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive).is_ok());
+        SocketLock { _held: file }
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fusebox_abi::{InHeader, Opcode};
@@ -54,28 +56,37 @@ pub enum WorkerExit {
     Aborted,
 }
 
+/// A pause after each FORGET before the next read, so that forgets which
+/// arrive meanwhile come as one BATCH_FORGET rather than a wake-up each.
+/// Only for the /dev/fuse worker of an io_uring session, and only once
+/// every queue has registered: from then on its fd carries nothing but
+/// forgets and interrupts (before, it carries every request).
+pub struct ForgetLinger {
+    pub wait: Duration,
+    /// Queues that have registered their ring entries so far.
+    pub registered: Arc<AtomicUsize>,
+    pub queues: usize,
+}
+
 /// Serve requests until the mount goes away. `buf_size` must hold the
-/// largest request: max_write plus headers. With `linger_after_forget`, the
-/// worker waits that long after a FORGET before reading again, so forgets
-/// that arrive meanwhile come as one BATCH_FORGET rather than a wake-up
-/// each; only for a worker that serves nothing urgent (see `Session`).
+/// largest request: max_write plus headers.
 pub fn run_worker<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
     channel: &DevChannel,
     worker: &mut Worker,
     buf_size: usize,
-    linger_after_forget: Option<Duration>,
+    linger: Option<&ForgetLinger>,
 ) -> Result<WorkerExit, Error> {
     let mut buf = vec![0u8; buf_size];
     loop {
         match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
             Ok(n) => {
                 dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
-                if let Some(linger) = linger_after_forget {
-                    let forget = InHeader::ref_from_prefix(&buf[..n])
+                if let Some(l) = linger {
+                    let forget = InHeader::read_from_prefix(&buf[..n])
                         .is_ok_and(|(h, _)| Opcode(h.opcode).is_no_reply());
-                    if forget {
-                        std::thread::sleep(linger);
+                    if forget && l.registered.load(Ordering::Acquire) >= l.queues {
+                        std::thread::sleep(l.wait);
                     }
                 }
             }

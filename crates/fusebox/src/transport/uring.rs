@@ -111,16 +111,19 @@ impl ReplySink for RingSink<'_> {
 }
 
 /// Serve one queue until the kernel ends every entry (unmount or abort).
+/// `registered` runs once the entries are handed to the kernel.
 pub fn run_queue<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
     ring: &mut QueueRing,
     worker: &mut Worker,
     poll: PollPolicy,
+    registered: impl FnOnce(),
 ) -> Result<WorkerExit, Error> {
     for idx in 0..ring.depth() {
         ring.register(idx)?;
     }
     ring.submit()?;
+    registered();
     let mut live = ring.depth();
     let mut aborted = false;
     let mut failure: Option<io::Error> = None;
