@@ -63,6 +63,7 @@ impl StatsServer {
         // after its unmount (mount(2) allows one daemon per mountpoint).
         let (listener, bound) = {
             let _turn = SocketLock::take(&path);
+            sweep_stale_sockets(&path);
             let _ = std::fs::remove_file(&path);
             let listener = UnixListener::bind(&path).map_err(err)?;
             (listener, identity(&path))
@@ -147,6 +148,29 @@ impl SocketLock {
     }
 }
 
+/// Remove the sockets of daemons that died without unmounting cleanly
+/// (killed, crashed): nobody listens on them, and their names, hashes of
+/// mount paths, cannot tell which mount they were for. A live daemon's
+/// socket accepts the connection (and sends one snapshot, unread). Call
+/// with the socket lock held, so no daemon is between bind and listen.
+fn sweep_stale_sockets(ours: &Path) {
+    let Some(dir) = ours.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == ours || path.extension().is_none_or(|e| e != "sock") {
+            continue;
+        }
+        if let Err(e) = UnixStream::connect(&path) {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
 fn identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(path)
@@ -167,4 +191,29 @@ pub fn fetch(mountpoint: &Path) -> Result<Snapshot, Error> {
     let mut buf = Vec::new();
     conn.read_to_end(&mut buf).map_err(err)?;
     serde_json::from_slice(&buf).map_err(|e| err(e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_starting_daemon_removes_sockets_nobody_listens_on() {
+        let mnt = tempfile::tempdir().unwrap();
+        let ours = socket_path_for(mnt.path());
+        std::fs::create_dir_all(ours.parent().unwrap()).unwrap();
+        // A daemon that died: its socket file stays, with no listener.
+        let dead = ours.with_file_name(format!("test-dead-{}.sock", std::process::id()));
+        drop(UnixListener::bind(&dead).unwrap());
+        // A live one keeps its socket.
+        let live_mnt = tempfile::tempdir().unwrap();
+        let live = StatsServer::start(live_mnt.path(), Snapshot::default).unwrap();
+        let server = StatsServer::start(mnt.path(), Snapshot::default).unwrap();
+        assert!(!dead.exists(), "stale socket left in place");
+        assert!(live.path().exists(), "a live daemon's socket was removed");
+        assert!(fetch(live_mnt.path()).is_ok());
+        drop(server);
+        drop(live);
+        assert!(!ours.exists());
+    }
 }
