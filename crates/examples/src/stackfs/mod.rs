@@ -10,13 +10,6 @@
 pub(crate) mod dir;
 mod nodes;
 
-/// Hasher of the node and handle maps. Every request hashes node ids
-/// several times; SipHash's resistance to chosen keys buys nothing for ids
-/// we hand out and handles the kernel makes, and foldhash is still seeded
-/// per process.
-type Hasher = foldhash::fast::RandomState;
-type FastMap<K, V> = dashmap::DashMap<K, V, Hasher>;
-
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -35,6 +28,13 @@ use crate::host::{
 use crate::sys;
 use dir::DirState;
 use nodes::NodeTable;
+
+/// Hasher of the node and handle maps. Every request hashes node ids
+/// several times; SipHash's resistance to chosen keys buys nothing for ids
+/// we hand out and handles the kernel makes, and foldhash is still seeded
+/// per process.
+type Hasher = foldhash::fast::RandomState;
+type FastMap<K, V> = dashmap::DashMap<K, V, Hasher>;
 
 /// What an open handle refers to.
 enum Handle {
@@ -333,9 +333,8 @@ impl StackFs {
     /// (MKDIR, MKNOD, SYMLINK): its O_PATH fd also goes into the node cache
     /// while there is room, since its next request usually needs one (a
     /// CREATE inside a new directory, the SETATTR of tar or `cp -p`), and
-    /// opening it by name now costs less than reopening it by handle then.
-    /// Once the cache is full, moka admits a new fd only over one read less
-    /// often, so an fd opened ahead of any request would be dropped unused.
+    /// opening it by name now costs less than reopening it by handle then
+    /// (see `NodeTable::cache_has_room` for why only while there is room).
     fn lookup_made(&self, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
         if !self.nodes.cache_has_room() {
             return self.lookup_in(pfd, name);

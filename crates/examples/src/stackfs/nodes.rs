@@ -47,7 +47,7 @@ pub struct NodeTable {
     by_handle: FastMap<(u64, KernelHandle), u64>,
     next: AtomicU64,
     fd_cache: moka::sync::Cache<u64, FdSlot, Hasher>,
-    /// Opens from a file handle (node fds and files), for tests and stats.
+    /// Opens from a file handle (node fds and files), for tests.
     handle_opens: AtomicU64,
     /// Any fd on each device, for open_by_handle_at's mount argument.
     mount_fds: FastMap<u64, Arc<OwnedFd>>,
@@ -131,12 +131,15 @@ impl NodeTable {
     /// insert then costs an eviction and a close. A node asked for again is
     /// worth its slot.
     pub fn fd(&self, id: NodeId) -> FsResult<Arc<OwnedFd>> {
-        if let Some(fd) = self.held_fd(id)? {
+        if id == NodeId::ROOT {
+            return Ok(self.root.clone());
+        }
+        let n = self.node(id)?;
+        if let Some(fd) = self.held_fd_of(id, &n) {
             return Ok(fd);
         }
-        let fd = Arc::new(self.open_by_handle(id, libc::O_PATH | libc::O_CLOEXEC)?);
-        let missed_before = self.node(id)?.missed.swap(true, Ordering::Relaxed);
-        if missed_before || self.cache_has_room() {
+        let fd = Arc::new(self.open_node(&n, libc::O_PATH | libc::O_CLOEXEC)?);
+        if n.missed.swap(true, Ordering::Relaxed) || self.cache_has_room() {
             self.cache(id, fd.clone());
         }
         Ok(fd)
@@ -148,20 +151,25 @@ impl NodeTable {
         if id == NodeId::ROOT {
             return Ok(Some(self.root.clone()));
         }
-        let n = self.node(id)?;
+        Ok(self.held_fd_of(id, &*self.node(id)?))
+    }
+
+    fn held_fd_of(&self, id: NodeId, n: &Node) -> Option<Arc<OwnedFd>> {
         if let Some(fd) = n.pin.lock().unwrap_or_else(|p| p.into_inner()).fd.clone() {
-            return Ok(Some(fd));
+            return Some(fd);
         }
-        Ok(self
-            .fd_cache
+        self.fd_cache
             .get(&id.0)
-            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).clone()))
+            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// Open `id` from its handle with `flags` (open(2) flags), bypassing
     /// the cache.
     pub fn open_by_handle(&self, id: NodeId, flags: i32) -> FsResult<OwnedFd> {
-        let n = self.node(id)?;
+        self.open_node(&*self.node(id)?, flags)
+    }
+
+    fn open_node(&self, n: &Node, flags: i32) -> FsResult<OwnedFd> {
         let mount = self
             .mount_fds
             .get(&n.dev)
@@ -296,7 +304,7 @@ const FD_HEADROOM: u64 = 1024;
 /// descriptors are opened, and in a multi-threaded process each growth
 /// waits for an RCU grace period (milliseconds on a VM): filling an
 /// 8,192-fd cache in a fresh daemon cost a dozen such waits inside
-/// requests, about 5 us per GETATTR over the first 15,000. Capped by the
+/// requests, about 4 us per GETATTR over the first 15,000. Capped by the
 /// soft fd limit; failure only means the growth happens later.
 fn reserve_fd_table(any: &OwnedFd, fds: u64) {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
