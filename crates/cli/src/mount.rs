@@ -68,7 +68,7 @@ pub struct MountArgs {
     /// classic (/dev/fuse), uring (FUSE-over-io_uring) or auto.
     #[arg(long, default_value = "classic")]
     pub transport: fusebox::transport::TransportKind,
-    /// io_uring: ring entries per CPU queue.
+    /// io_uring: ring entries per queue thread.
     #[arg(long, default_value_t = 8)]
     pub queue_depth: usize,
     /// io_uring: how queue threads wait: off, spin=US, adaptive[=US].
@@ -77,6 +77,11 @@ pub struct MountArgs {
     /// io_uring: do not pin queue thread q to CPU q.
     #[arg(long)]
     pub no_pin_queues: bool,
+    /// io_uring: threads per CPU queue, each with --queue-depth entries;
+    /// the first is pinned, the rest are not. 2 with --queue-depth 1 lets
+    /// one application thread's readahead be served two READs at a time.
+    #[arg(long, default_value_t = 1)]
+    pub queue_threads: usize,
     /// Scheduling of the serving threads: normal, or idle (SCHED_IDLE: an
     /// application woken by a reply stays on its CPU, which about doubled
     /// single-threaded request rates on a 2-core VM; but CPU-bound processes
@@ -154,6 +159,7 @@ pub fn run(args: MountArgs) -> Result<()> {
         uring: fusebox::transport::UringConfig {
             depth: args.queue_depth,
             pin: !args.no_pin_queues,
+            threads_per_queue: args.queue_threads,
             poll: args.poll,
             ..Default::default()
         },

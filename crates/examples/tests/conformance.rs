@@ -869,6 +869,15 @@ macro_rules! table {
                     }
                 })*
             }
+            /// Two rings per queue (`--queue-threads 2 --queue-depth 1`).
+            mod stackfs_two_threads_per_queue {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::stackfs_two_threads_per_queue(), super::super::cases::$case)
+                    }
+                })*
+            }
         }
     };
 }

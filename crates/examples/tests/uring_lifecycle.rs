@@ -86,6 +86,30 @@ impl Filesystem for SlowName {
     }
 }
 
+/// A LOOKUP of "slow" from CPU 0, then, while it is served, 100 quick
+/// lookups from `fast_cpu`: (how long each side took).
+fn slow_then_fast(m: &TestMount, fast_cpu: usize) -> (Duration, Duration) {
+    let slow_path = m.mnt.join("slow");
+    let slow = std::thread::spawn(move || {
+        pin_to(0);
+        let t = Instant::now();
+        let _ = std::fs::metadata(slow_path);
+        t.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let fast_dir = m.mnt.clone();
+    let fast = std::thread::spawn(move || {
+        pin_to(fast_cpu);
+        let t = Instant::now();
+        for i in 0..100 {
+            let _ = std::fs::metadata(fast_dir.join(format!("f{i}")));
+        }
+        t.elapsed()
+    });
+    let fast = fast.join().unwrap();
+    (slow.join().unwrap(), fast)
+}
+
 #[test]
 fn a_slow_request_in_one_queue_does_not_stop_the_others() {
     if !uring_or_skip("a_slow_request_in_one_queue_does_not_stop_the_others") {
@@ -96,31 +120,54 @@ fn a_slow_request_in_one_queue_does_not_stop_the_others() {
         return;
     }
     let m = TestMount::mount_on(Uring, SlowName, scratch_dir("slow"), None, &test_options());
-    let slow_path = m.mnt.join("slow");
     // The kernel queues a request on the caller's CPU: the slow caller
     // occupies queue 0, the fast one uses queue 1.
-    let slow = std::thread::spawn(move || {
-        pin_to(0);
-        let t = Instant::now();
-        let _ = std::fs::metadata(slow_path);
-        t.elapsed()
-    });
-    std::thread::sleep(Duration::from_millis(100));
-    let fast_dir = m.mnt.clone();
-    let fast = std::thread::spawn(move || {
-        pin_to(1);
-        let t = Instant::now();
-        for i in 0..100 {
-            let _ = std::fs::metadata(fast_dir.join(format!("f{i}")));
-        }
-        t.elapsed()
-    });
-    let fast = fast.join().unwrap();
-    let slow = slow.join().unwrap();
+    let (slow, fast) = slow_then_fast(&m, 1);
     assert!(slow >= Duration::from_millis(900), "{slow:?}");
     // 100 lookups finished while the slow one was still being served.
     assert!(
         fast < slow,
         "fast lookups {fast:?} waited for the slow one {slow:?}"
+    );
+}
+
+/// With two threads per queue (one entry each), a slow request holds one
+/// thread; the other keeps answering callers on the same CPU. With one
+/// thread per queue they would wait for the slow one.
+#[test]
+fn a_second_thread_per_queue_serves_while_one_is_slow() {
+    if !uring_or_skip("a_second_thread_per_queue_serves_while_one_is_slow") {
+        return;
+    }
+    let cfg = SessionConfig {
+        workers: 2,
+        stats_socket: false,
+        transport: Uring,
+        uring: fusebox::transport::UringConfig {
+            depth: 1,
+            threads_per_queue: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let m = TestMount::mount_configured(cfg, SlowName, scratch_dir("slow2"), None, &test_options());
+    // The same CPU, so the same queue as the slow request.
+    let (slow, fast) = slow_then_fast(&m, 0);
+    assert!(slow >= Duration::from_millis(900), "{slow:?}");
+    assert!(
+        fast < slow,
+        "lookups on the slow request's CPU {fast:?} waited for it {slow:?}"
+    );
+    let snap = m.snapshot();
+    let second: u64 = snap
+        .workers
+        .iter()
+        .filter(|w| w.label.starts_with("uring/q0."))
+        .map(|w| w.requests)
+        .sum();
+    assert!(
+        second > 0,
+        "queue 0's second thread served nothing: {:?}",
+        snap.workers
     );
 }

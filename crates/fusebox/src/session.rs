@@ -149,8 +149,14 @@ impl<F: Filesystem> Session<F> {
         } else {
             cfg.workers.max(1)
         };
+        // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
+        // request to the most recently re-armed free entry of the caller's
+        // queue, so a second thread with one entry takes the second of two
+        // requests that arrive together (readahead) instead of it waiting
+        // behind the first (DESIGN.md, "Threads per queue").
+        let per_queue = cfg.uring.threads_per_queue.max(1);
         let queues_n = if transport == TransportKind::Uring {
-            uring::possible_cpus()
+            uring::possible_cpus() * per_queue
         } else {
             0
         };
@@ -166,7 +172,14 @@ impl<F: Filesystem> Session<F> {
         let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
             (0..classic_n)
                 .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
-                .chain((0..queues_n).map(|q| Arc::new(WorkerStats::new(format!("uring/q{q}")))))
+                .chain((0..queues_n).map(|t| {
+                    let (q, k) = (t / per_queue, t % per_queue);
+                    Arc::new(WorkerStats::new(if k == 0 {
+                        format!("uring/q{q}")
+                    } else {
+                        format!("uring/q{q}.{k}")
+                    }))
+                }))
                 .collect(),
         );
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
@@ -221,8 +234,9 @@ impl<F: Filesystem> Session<F> {
         let payload_len = (conn.max_write as usize)
             .next_multiple_of(4096)
             .max(abi::MIN_READ_BUFFER);
-        for q in 0..queues_n {
-            let slot = classic_n + q;
+        for t in 0..queues_n {
+            let (q, k) = (t / per_queue, t % per_queue);
+            let slot = classic_n + t;
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device())).map_err(
                 |source| Error::Clone {
                     worker: slot,
@@ -241,9 +255,13 @@ impl<F: Filesystem> Session<F> {
             let queue_mount = mount.clone();
             let registered = registered_queues.clone();
             let handle = std::thread::Builder::new()
-                .name(format!("fusebox-uring-{q}"))
+                .name(if k == 0 {
+                    format!("fusebox-uring-{q}")
+                } else {
+                    format!("fusebox-uring-{q}.{k}")
+                })
                 .spawn(move || {
-                    if ucfg.pin && q < cpus {
+                    if ucfg.pin && k == 0 && q < cpus {
                         if let Err(e) = dev::pin_to_cpu(q) {
                             tracing::warn!(q, error = %e, "cannot pin queue thread");
                         }

@@ -117,14 +117,24 @@ impl TestMount {
         src: Option<PathBuf>,
         opts: &Options,
     ) -> TestMount {
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
         let cfg = SessionConfig {
             workers: 2,
             stats_socket: false,
             transport,
             ..Default::default()
         };
+        Self::mount_configured(cfg, fs, dir, src, opts)
+    }
+
+    pub fn mount_configured<F: Filesystem>(
+        cfg: SessionConfig,
+        fs: F,
+        dir: tempfile::TempDir,
+        src: Option<PathBuf>,
+        opts: &Options,
+    ) -> TestMount {
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
         let session = Session::mount(fs, &mnt, opts, cfg).expect("mount");
         let done = Arc::new(AtomicBool::new(false));
         let handle = session.shutdown_handle();
@@ -201,6 +211,35 @@ impl TestMount {
         tune(&mut stack);
         let fs = StackFs::new(&src, stack).expect("stackfs");
         Self::mount_on(t, fs, dir, Some(src), opts)
+    }
+
+    /// stackfs over io_uring with two threads of one entry each per queue:
+    /// concurrent requests from one CPU are served by both.
+    pub fn stackfs_two_threads_per_queue() -> TestMount {
+        let dir = scratch_dir("stackfs");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let opts = test_options();
+        let fs = StackFs::new(
+            &src,
+            StackOptions {
+                fs: opts.fs,
+                ..Default::default()
+            },
+        )
+        .expect("stackfs");
+        let cfg = SessionConfig {
+            workers: 2,
+            stats_socket: false,
+            transport: Transport::Uring,
+            uring: fusebox::transport::UringConfig {
+                depth: 1,
+                threads_per_queue: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Self::mount_configured(cfg, fs, dir, Some(src), &opts)
     }
 
     pub fn pathfs() -> TestMount {

@@ -55,8 +55,11 @@ impl FromStr for TransportKind {
 /// io_uring transport settings.
 #[derive(Clone, Copy, Debug)]
 pub struct UringConfig {
-    /// Ring entries per queue (requests in flight per CPU).
+    /// Ring entries per queue thread.
     pub depth: usize,
+    /// Threads serving each CPU's queue, each with its own ring of `depth`
+    /// entries; the first is pinned (with `pin`), the others are not.
+    pub threads_per_queue: usize,
     /// Pin queue thread q to CPU q (the kernel queues a request on the
     /// caller's CPU).
     pub pin: bool,
@@ -68,6 +71,7 @@ impl Default for UringConfig {
     fn default() -> Self {
         UringConfig {
             depth: 8,
+            threads_per_queue: 1,
             pin: true,
             poll: uring::PollPolicy::Off,
             ring: Default::default(),
