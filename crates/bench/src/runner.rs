@@ -88,6 +88,14 @@ const STACKFS_SUBJECTS: &[(&str, &str, &[&str])] = &[
         &["--transport", "uring", "--thread-policy", "idle", "-o", "allow_other"],
     ),
     (
+        "fusebox-uring-2x1",
+        "fusebox stackfs, FUSE-over-io_uring, two threads of one entry per queue (--queue-threads 2 --queue-depth 1)",
+        &[
+            "--transport", "uring", "--queue-threads", "2", "--queue-depth", "1",
+            "-o", "allow_other",
+        ],
+    ),
+    (
         "fusebox-uring-pt",
         "fusebox stackfs, io_uring + passthrough",
         &["--transport", "uring", "-o", "allow_other,passthrough"],

@@ -155,7 +155,7 @@ impl<F: Filesystem> Session<F> {
         // requests that arrive together (readahead) instead of it waiting
         // behind the first (DESIGN.md, "Threads per queue").
         let per_queue = cfg.uring.threads_per_queue.max(1);
-        let queues_n = if transport == TransportKind::Uring {
+        let rings_n = if transport == TransportKind::Uring {
             uring::possible_cpus() * per_queue
         } else {
             0
@@ -167,12 +167,12 @@ impl<F: Filesystem> Session<F> {
             fs,
             parse,
             notifier.clone(),
-            classic_n + queues_n,
+            classic_n + rings_n,
         ));
         let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
             (0..classic_n)
                 .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
-                .chain((0..queues_n).map(|t| {
+                .chain((0..rings_n).map(|t| {
                     let (q, k) = (t / per_queue, t % per_queue);
                     Arc::new(WorkerStats::new(if k == 0 {
                         format!("uring/q{q}")
@@ -184,10 +184,10 @@ impl<F: Filesystem> Session<F> {
         );
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let live_workers = Arc::new(AtomicUsize::new(classic_n + queues_n));
-        let registered_queues = Arc::new(AtomicUsize::new(0));
+        let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
+        let registered_rings = Arc::new(AtomicUsize::new(0));
 
-        let mut workers = Vec::with_capacity(classic_n + queues_n);
+        let mut workers = Vec::with_capacity(classic_n + rings_n);
         for i in 0..classic_n {
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
                 .map_err(|source| Error::Clone { worker: i, source })?;
@@ -203,8 +203,8 @@ impl<F: Filesystem> Session<F> {
             let policy = cfg.thread_policy;
             let linger = (transport == TransportKind::Uring).then(|| dev::ForgetLinger {
                 wait: FORGET_LINGER,
-                registered: registered_queues.clone(),
-                queues: queues_n,
+                registered: registered_rings.clone(),
+                rings: rings_n,
             });
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-dev-{i}"))
@@ -234,7 +234,7 @@ impl<F: Filesystem> Session<F> {
         let payload_len = (conn.max_write as usize)
             .next_multiple_of(4096)
             .max(abi::MIN_READ_BUFFER);
-        for t in 0..queues_n {
+        for t in 0..rings_n {
             let (q, k) = (t / per_queue, t % per_queue);
             let slot = classic_n + t;
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device())).map_err(
@@ -253,7 +253,7 @@ impl<F: Filesystem> Session<F> {
             let ucfg = cfg.uring;
             let policy = cfg.thread_policy;
             let queue_mount = mount.clone();
-            let registered = registered_queues.clone();
+            let registered = registered_rings.clone();
             let handle = std::thread::Builder::new()
                 .name(if k == 0 {
                     format!("fusebox-uring-{q}")

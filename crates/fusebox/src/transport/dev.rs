@@ -63,9 +63,10 @@ pub enum WorkerExit {
 /// forgets and interrupts (before, it carries every request).
 pub struct ForgetLinger {
     pub wait: Duration,
-    /// Queues that have registered their ring entries so far.
+    /// Ring threads that have registered their entries so far.
     pub registered: Arc<AtomicUsize>,
-    pub queues: usize,
+    /// Ring threads in all (every queue's).
+    pub rings: usize,
 }
 
 /// Serve requests until the mount goes away. `buf_size` must hold the
@@ -85,7 +86,7 @@ pub fn run_worker<F: Filesystem>(
                 if let Some(l) = linger {
                     let forget = InHeader::read_from_prefix(&buf[..n])
                         .is_ok_and(|(h, _)| Opcode(h.opcode).is_no_reply());
-                    if forget && l.registered.load(Ordering::Acquire) >= l.queues {
+                    if forget && l.registered.load(Ordering::Acquire) >= l.rings {
                         std::thread::sleep(l.wait);
                     }
                 }
