@@ -80,8 +80,8 @@ pub struct MountArgs {
     /// io_uring: threads per CPU queue, each with --queue-depth entries;
     /// the first is pinned, the rest are not. 2 with --queue-depth 1 lets
     /// one application thread's readahead be served two READs at a time.
-    #[arg(long, default_value_t = 1)]
-    pub queue_threads: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub queue_threads: u16,
     /// Scheduling of the serving threads: normal, or idle (SCHED_IDLE: an
     /// application woken by a reply stays on its CPU, which about doubled
     /// single-threaded request rates on a 2-core VM; but CPU-bound processes
@@ -159,7 +159,7 @@ pub fn run(args: MountArgs) -> Result<()> {
         uring: fusebox::transport::UringConfig {
             depth: args.queue_depth,
             pin: !args.no_pin_queues,
-            threads_per_queue: args.queue_threads,
+            threads_per_queue: args.queue_threads.into(),
             poll: args.poll,
             ..Default::default()
         },

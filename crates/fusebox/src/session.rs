@@ -258,7 +258,7 @@ impl<F: Filesystem> Session<F> {
                 .name(if k == 0 {
                     format!("fusebox-uring-{q}")
                 } else {
-                    format!("fusebox-uring-{q}.{k}")
+                    format!("fusebox-ur{q}.{k}")
                 })
                 .spawn(move || {
                     if ucfg.pin && k == 0 && q < cpus {
@@ -286,8 +286,9 @@ impl<F: Filesystem> Session<F> {
                     });
                     if let Err(e) = &r {
                         // The kernel routes this CPU's requests to this queue
-                        // only: without it they would hang. Fail loudly.
-                        tracing::error!(q, error = %e, "io_uring queue stopped; aborting the connection");
+                        // only, and keeps handing them to this ring's entries
+                        // too: without it some would hang. Fail loudly.
+                        tracing::error!(q, thread = k, error = %e, "io_uring queue thread stopped; aborting the connection");
                         if let Err(e) = queue_mount.abort() {
                             tracing::error!(error = %e, "abort failed");
                         }

@@ -13,7 +13,8 @@ pub enum TransportKind {
     /// read/write on /dev/fuse, one cloned fd per worker thread.
     #[default]
     Classic,
-    /// FUSE-over-io_uring: a ring per CPU queue.
+    /// FUSE-over-io_uring: a ring per CPU queue (or several, see
+    /// [`UringConfig::threads_per_queue`]).
     Uring,
     /// io_uring when the kernel offers it, classic otherwise.
     Auto,
@@ -60,8 +61,8 @@ pub struct UringConfig {
     /// Threads serving each CPU's queue, each with its own ring of `depth`
     /// entries; the first is pinned (with `pin`), the others are not.
     pub threads_per_queue: usize,
-    /// Pin queue thread q to CPU q (the kernel queues a request on the
-    /// caller's CPU).
+    /// Pin the first thread of queue q to CPU q (the kernel queues a
+    /// request on the caller's CPU); further threads are left unpinned.
     pub pin: bool,
     pub poll: uring::PollPolicy,
     pub ring: crate::sys::uring::RingFlags,

@@ -1,5 +1,6 @@
-//! FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU, each a
-//! thread with its own ring of entries. A request arrives in an entry's
+//! FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU, each
+//! served by one thread (or more: `threads_per_queue`) with its own ring of
+//! entries. A request arrives in an entry's
 //! buffers; the answer goes back in the same buffers with COMMIT_AND_FETCH,
 //! which also re-arms the entry. Commits are queued and submitted together
 //! with the next wait, so a busy queue answers several requests per
@@ -110,7 +111,7 @@ impl ReplySink for RingSink<'_> {
     }
 }
 
-/// Serve one queue until the kernel ends every entry (unmount or abort).
+/// Serve one ring of a queue until the kernel ends every entry (unmount or abort).
 /// `registered` runs once the entries are handed to the kernel.
 pub fn run_queue<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
