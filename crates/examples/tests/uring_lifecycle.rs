@@ -140,18 +140,13 @@ fn a_second_thread_per_queue_serves_while_one_is_slow() {
     if !uring_or_skip("a_second_thread_per_queue_serves_while_one_is_slow") {
         return;
     }
-    let cfg = SessionConfig {
-        workers: 2,
-        stats_socket: false,
-        transport: Uring,
-        uring: fusebox::transport::UringConfig {
-            depth: 1,
-            threads_per_queue: 2,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let m = TestMount::mount_configured(cfg, SlowName, scratch_dir("slow2"), None, &test_options());
+    let m = TestMount::mount_configured(
+        common::two_threads_per_queue(),
+        SlowName,
+        scratch_dir("slow2"),
+        None,
+        &test_options(),
+    );
     // The same CPU, so the same queue as the slow request.
     let (slow, fast) = slow_then_fast(&m, 0);
     assert!(slow >= Duration::from_millis(900), "{slow:?}");

@@ -94,6 +94,28 @@ pub fn snapshot_when(
     }
 }
 
+/// How the tests run a session: two classic workers, no stats socket.
+pub fn test_config(transport: Transport) -> SessionConfig {
+    SessionConfig {
+        workers: 2,
+        stats_socket: false,
+        transport,
+        ..Default::default()
+    }
+}
+
+/// io_uring with two threads of one entry each per queue.
+pub fn two_threads_per_queue() -> SessionConfig {
+    SessionConfig {
+        uring: fusebox::transport::UringConfig {
+            depth: 1,
+            threads_per_queue: 2,
+            ..Default::default()
+        },
+        ..test_config(Transport::Uring)
+    }
+}
+
 pub fn test_options() -> Options {
     let mut o = Options::default();
     o.apply("allow_other,default_permissions").unwrap();
@@ -117,13 +139,7 @@ impl TestMount {
         src: Option<PathBuf>,
         opts: &Options,
     ) -> TestMount {
-        let cfg = SessionConfig {
-            workers: 2,
-            stats_socket: false,
-            transport,
-            ..Default::default()
-        };
-        Self::mount_configured(cfg, fs, dir, src, opts)
+        Self::mount_configured(test_config(transport), fs, dir, src, opts)
     }
 
     pub fn mount_configured<F: Filesystem>(
@@ -201,6 +217,14 @@ impl TestMount {
         opts: &Options,
         tune: impl FnOnce(&mut StackOptions),
     ) -> TestMount {
+        Self::stackfs_session(test_config(t), opts, tune)
+    }
+
+    fn stackfs_session(
+        cfg: SessionConfig,
+        opts: &Options,
+        tune: impl FnOnce(&mut StackOptions),
+    ) -> TestMount {
         let dir = scratch_dir("stackfs");
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
@@ -210,36 +234,13 @@ impl TestMount {
         };
         tune(&mut stack);
         let fs = StackFs::new(&src, stack).expect("stackfs");
-        Self::mount_on(t, fs, dir, Some(src), opts)
+        Self::mount_configured(cfg, fs, dir, Some(src), opts)
     }
 
     /// stackfs over io_uring with two threads of one entry each per queue:
     /// concurrent requests from one CPU are served by both.
     pub fn stackfs_two_threads_per_queue() -> TestMount {
-        let dir = scratch_dir("stackfs");
-        let src = dir.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        let opts = test_options();
-        let fs = StackFs::new(
-            &src,
-            StackOptions {
-                fs: opts.fs,
-                ..Default::default()
-            },
-        )
-        .expect("stackfs");
-        let cfg = SessionConfig {
-            workers: 2,
-            stats_socket: false,
-            transport: Transport::Uring,
-            uring: fusebox::transport::UringConfig {
-                depth: 1,
-                threads_per_queue: 2,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        Self::mount_configured(cfg, fs, dir, Some(src), &opts)
+        Self::stackfs_session(two_threads_per_queue(), &test_options(), |_| {})
     }
 
     pub fn pathfs() -> TestMount {
