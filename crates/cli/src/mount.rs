@@ -31,7 +31,8 @@ pub enum FsKind {
 OPTIONS for -o (comma-separated, as in libfuse):
   mount:   allow_other default_permissions ro nosuid/suid nodev/dev noexec noatime
            sync dirsync fsname=NAME subtype=NAME max_read=N blksize=N
-  kernel:  max_write=N max_readahead=N max_background=N congestion_threshold=N
+  kernel:  max_write=N max_readahead=N (above the kernel's 128 KiB: set in sysfs, root)
+           max_background=N congestion_threshold=N
            writeback_cache/no_writeback_cache async_read/sync_read
            parallel_dirops/no_parallel_dirops readdirplus=yes|no|auto
            handle_killpriv_v2/no_handle_killpriv_v2 splice_read splice_write

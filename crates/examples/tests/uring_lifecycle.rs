@@ -168,3 +168,46 @@ fn a_second_thread_per_queue_serves_while_one_is_slow() {
         snap.workers
     );
 }
+
+/// Over io_uring, /dev/fuse carries little but FORGET, and its worker waits
+/// a moment after each one so that the next ones arrive together as one
+/// BATCH_FORGET. Unlinking one file after another evicts one inode per
+/// round trip: read singly, each forget would wake the worker once.
+#[test]
+fn forgets_after_unlinks_arrive_in_batches() {
+    if !uring_or_skip("forgets_after_unlinks_arrive_in_batches") {
+        return;
+    }
+    const FILES: u64 = 400;
+    let m = TestMount::stackfs_on(Uring);
+    for i in 0..FILES {
+        std::fs::write(m.mnt.join(format!("f{i}")), b"x").unwrap();
+    }
+    let held = m.filesystem::<fusebox_examples::StackFs>().known_nodes();
+    assert!(
+        held as u64 >= FILES,
+        "{held} nodes known after {FILES} creates"
+    );
+    for i in 0..FILES {
+        std::fs::remove_file(m.mnt.join(format!("f{i}"))).unwrap();
+    }
+    // The node table shrinks as the forgets are handled.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = usize::MAX;
+    while Instant::now() < deadline {
+        left = m.filesystem::<fusebox_examples::StackFs>().known_nodes();
+        if left < 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(left < 10, "{left} nodes still held after {FILES} unlinks");
+    let count = |s: &fusebox::stats::Snapshot, op: &str| s.op(op).map_or(0, |o| o.count);
+    let snap = m.snapshot_when(|s| count(s, "FORGET") + count(s, "BATCH_FORGET") > 0);
+    let (single, batches) = (count(&snap, "FORGET"), count(&snap, "BATCH_FORGET"));
+    assert!(batches > 0, "no BATCH_FORGET; {single} single FORGETs");
+    assert!(
+        single + batches <= FILES / 4,
+        "{FILES} forgets took {single} FORGET and {batches} BATCH_FORGET requests"
+    );
+}

@@ -117,6 +117,10 @@ pub enum Error {
     Parse(#[from] crate::protocol::ParseError),
     #[error("the stats socket {path}: {source}")]
     Stats { path: PathBuf, source: io::Error },
+    #[error(
+        "max_readahead above the kernel's default is set through {path}: {source} (it needs root)"
+    )]
+    ReadAhead { path: PathBuf, source: io::Error },
     #[error("the io_uring transport is unavailable: {0}")]
     UringUnavailable(String),
     #[error("{0}")]
@@ -135,6 +139,7 @@ impl Error {
             | Error::DeviceWrite(source)
             | Error::Clone { source, .. }
             | Error::Stats { source, .. }
+            | Error::ReadAhead { source, .. }
             | Error::Io(source) => source.raw_os_error().map(Errno).unwrap_or(Errno::EIO),
             Error::BadMountpoint(_) => Errno::ENOTDIR,
             Error::BadOption { .. } => Errno::EINVAL,

@@ -135,6 +135,11 @@ impl<F: Filesystem> Session<F> {
                 "the kernel did not offer FUSE_OVER_IO_URING in INIT (is enable_uring set? see /sys/module/fuse/parameters/enable_uring)".into(),
             ));
         }
+        // INIT could only lower the window; a larger one asked for is set
+        // now that the kernel has taken INIT's answer.
+        if let Some(asked) = init_cfg.max_readahead.filter(|&r| r > conn.max_readahead) {
+            mount.set_read_ahead(asked)?;
+        }
         tracing::info!(
             mountpoint = %mount.mountpoint().display(),
             proto = format!("7.{}", conn.proto_minor),

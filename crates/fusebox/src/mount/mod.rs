@@ -128,6 +128,19 @@ impl Mount {
             .or_else(|| connection_id(&self.mountpoint))
     }
 
+    /// Set the mount's readahead window. The kernel takes INIT's
+    /// max_readahead only as a cap on its own default (128 KiB), so a larger
+    /// window goes through the mount's backing device in sysfs, named after
+    /// the anonymous device FUSE mounts on (major 0).
+    pub fn set_read_ahead(&self, bytes: u32) -> Result<(), Error> {
+        let id = self
+            .connection_id()
+            .ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
+        let path = PathBuf::from(format!("/sys/class/bdi/0:{id}/read_ahead_kb"));
+        std::fs::write(&path, format!("{}\n", bytes / 1024))
+            .map_err(|source| Error::ReadAhead { path, source })
+    }
+
     /// Abort the connection: every pending and future request fails with
     /// ENOTCONN, and the workers see ENODEV. The last resort against a hung
     /// daemon.
