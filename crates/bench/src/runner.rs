@@ -182,6 +182,11 @@ const KNOBS: &[(&str, &str, &[&str])] = &[
         "writes of at most 128 KiB (-o max_write=131072)",
         &["-o", "max_write=131072"],
     ),
+    (
+        "readahead-1m",
+        "a 1 MiB readahead window instead of the kernel's 128 KiB (-o max_readahead=1048576, set through sysfs)",
+        &["-o", "max_readahead=1048576"],
+    ),
 ];
 
 fn knob_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {

@@ -495,8 +495,9 @@ pub fn suite(name: &str) -> Option<Suite> {
         // v2: stat and unlink run on files just created through the mount.
         "fastpath" => (fastpath(), 3, 2),
         // v2: the write workloads end with an fsync. v3: rewrite-5000 and
-        // the atomic_o_trunc knob.
-        "knobs" => (knobs(), 3, 3),
+        // the atomic_o_trunc knob. v4: sequential reads and the readahead
+        // knob.
+        "knobs" => (knobs(), 3, 4),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -607,6 +608,27 @@ fn knobs() -> Vec<Workload> {
         w.target = Target::Knobs;
         w
     };
+    let read = |bs: u64, label: &str| {
+        let f = Fio {
+            rw: FioRw::SeqRead,
+            bs,
+            threads: 1,
+            file_per_thread: false,
+            size: 512 * MIB,
+            direct: false,
+            fsync_at_end: false,
+            fdatasync_every_write: false,
+            runtime: Duration::from_secs(3),
+        };
+        let mut w = fio(
+            "knobs",
+            format!("knobs/read-{label}"),
+            format!("fio sequential read {label} buffered (readahead), psync, 1 thread"),
+            f,
+        );
+        w.target = Target::Knobs;
+        w
+    };
     use FilesDataset::{Backing, JustCreated};
     vec![
         files(
@@ -653,6 +675,8 @@ fn knobs() -> Vec<Workload> {
         ),
         write(4 * KIB, "4k"),
         write(MIB, "1m"),
+        read(4 * KIB, "4k"),
+        read(128 * KIB, "128k"),
     ]
 }
 
