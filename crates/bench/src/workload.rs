@@ -585,47 +585,34 @@ fn knobs() -> Vec<Workload> {
         }),
         drop_caches: false,
     };
-    let write = |bs: u64, label: &str| {
+    // Buffered, one thread. Writes are timed until the data is out of the
+    // page cache: otherwise the writeback cache would look faster by leaving
+    // its work undone.
+    let sequential = |rw: FioRw, bs: u64, label: &str| {
+        let write = !rw.is_read();
         let f = Fio {
-            rw: FioRw::SeqWrite,
+            rw,
             bs,
             threads: 1,
             file_per_thread: false,
-            size: 256 * MIB,
+            size: if write { 256 * MIB } else { 512 * MIB },
             direct: false,
-            // Timed until the data is out of the page cache: otherwise the
-            // writeback cache would look faster by leaving its work undone.
-            fsync_at_end: true,
+            fsync_at_end: write,
             fdatasync_every_write: false,
             runtime: Duration::from_secs(3),
         };
-        let mut w = fio(
-            "knobs",
-            format!("knobs/write-{label}"),
-            format!("fio sequential write {label} buffered, psync, 1 thread, fsync at the end"),
-            f,
-        );
-        w.target = Target::Knobs;
-        w
-    };
-    let read = |bs: u64, label: &str| {
-        let f = Fio {
-            rw: FioRw::SeqRead,
-            bs,
-            threads: 1,
-            file_per_thread: false,
-            size: 512 * MIB,
-            direct: false,
-            fsync_at_end: false,
-            fdatasync_every_write: false,
-            runtime: Duration::from_secs(3),
+        let (name, desc) = if write {
+            (
+                format!("knobs/write-{label}"),
+                format!("fio sequential write {label} buffered, psync, 1 thread, fsync at the end"),
+            )
+        } else {
+            (
+                format!("knobs/read-{label}"),
+                format!("fio sequential read {label} buffered (readahead), psync, 1 thread"),
+            )
         };
-        let mut w = fio(
-            "knobs",
-            format!("knobs/read-{label}"),
-            format!("fio sequential read {label} buffered (readahead), psync, 1 thread"),
-            f,
-        );
+        let mut w = fio("knobs", name, desc, f);
         w.target = Target::Knobs;
         w
     };
@@ -673,10 +660,10 @@ fn knobs() -> Vec<Workload> {
             Backing,
             "ls -l of a directory of 5,000 files, cold",
         ),
-        write(4 * KIB, "4k"),
-        write(MIB, "1m"),
-        read(4 * KIB, "4k"),
-        read(128 * KIB, "128k"),
+        sequential(FioRw::SeqWrite, 4 * KIB, "4k"),
+        sequential(FioRw::SeqWrite, MIB, "1m"),
+        sequential(FioRw::SeqRead, 4 * KIB, "4k"),
+        sequential(FioRw::SeqRead, 128 * KIB, "128k"),
     ]
 }
 
