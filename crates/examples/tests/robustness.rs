@@ -205,14 +205,7 @@ fn forgets_nodes_the_kernel_forgets(transport: fusebox::transport::TransportKind
     // Make the kernel drop its unused dentries and inodes: it then sends
     // FORGET for each, and the node table must shrink with it.
     std::fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
-    let mut left = usize::MAX;
-    for _ in 0..200 {
-        left = session.filesystem().known_nodes();
-        if left < 10 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let left = common::value_when(|| session.filesystem().known_nodes(), |&n| n < 10);
     assert!(
         left < 10,
         "{left} nodes still held after the kernel forgot them"

@@ -180,10 +180,11 @@ fn forgets_after_unlinks_arrive_in_batches() {
     }
     const FILES: u64 = 400;
     let m = TestMount::stackfs_on(Uring);
+    let stackfs = m.filesystem::<fusebox_examples::StackFs>();
     for i in 0..FILES {
         std::fs::write(m.mnt.join(format!("f{i}")), b"x").unwrap();
     }
-    let held = m.filesystem::<fusebox_examples::StackFs>().known_nodes();
+    let held = stackfs.known_nodes();
     assert!(
         held as u64 >= FILES,
         "{held} nodes known after {FILES} creates"
@@ -192,15 +193,7 @@ fn forgets_after_unlinks_arrive_in_batches() {
         std::fs::remove_file(m.mnt.join(format!("f{i}"))).unwrap();
     }
     // The node table shrinks as the forgets are handled.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut left = usize::MAX;
-    while Instant::now() < deadline {
-        left = m.filesystem::<fusebox_examples::StackFs>().known_nodes();
-        if left < 10 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let left = common::value_when(|| stackfs.known_nodes(), |&n| n < 10);
     assert!(left < 10, "{left} nodes still held after {FILES} unlinks");
     let count = |s: &fusebox::stats::Snapshot, op: &str| s.op(op).map_or(0, |o| o.count);
     let snap = m.snapshot_when(|s| count(s, "FORGET") + count(s, "BATCH_FORGET") > 0);

@@ -78,20 +78,27 @@ pub fn passthrough_options() -> Options {
     o
 }
 
+/// The first value `take` gives for which `ready` holds, or the last one
+/// after a few seconds: for state the daemon updates just after the kernel
+/// has its answer (statistics, nodes dropped on FORGET).
+pub fn value_when<T>(take: impl Fn() -> T, ready: impl Fn(&T) -> bool) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let value = take();
+        if ready(&value) || std::time::Instant::now() > deadline {
+            return value;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// The first snapshot `take` gives for which `ready` holds, or the last one
 /// after a few seconds (see [`TestMount::snapshot_when`]).
 pub fn snapshot_when(
     take: impl Fn() -> fusebox::stats::Snapshot,
     ready: impl Fn(&fusebox::stats::Snapshot) -> bool,
 ) -> fusebox::stats::Snapshot {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let snap = take();
-        if ready(&snap) || std::time::Instant::now() > deadline {
-            return snap;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    value_when(take, ready)
 }
 
 /// How the tests run a session: two classic workers, no stats socket.

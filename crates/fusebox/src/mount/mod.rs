@@ -128,14 +128,17 @@ impl Mount {
             .or_else(|| connection_id(&self.mountpoint))
     }
 
+    fn known_connection_id(&self) -> Result<u32, Error> {
+        self.connection_id()
+            .ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))
+    }
+
     /// Set the mount's readahead window. The kernel takes INIT's
     /// max_readahead only as a cap on its own default (128 KiB), so a larger
     /// window goes through the mount's backing device in sysfs, named after
     /// the anonymous device FUSE mounts on (major 0).
     pub fn set_read_ahead(&self, bytes: u32) -> Result<(), Error> {
-        let id = self
-            .connection_id()
-            .ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
+        let id = self.known_connection_id()?;
         let path = PathBuf::from(format!("/sys/class/bdi/0:{id}/read_ahead_kb"));
         std::fs::write(&path, format!("{}\n", bytes / 1024))
             .map_err(|source| Error::ReadAhead { path, source })
@@ -145,10 +148,7 @@ impl Mount {
     /// ENOTCONN, and the workers see ENODEV. The last resort against a hung
     /// daemon.
     pub fn abort(&self) -> Result<(), Error> {
-        let id = self
-            .connection_id()
-            .ok_or_else(|| Error::Io(io::Error::other("mount not found in mountinfo")))?;
-        abort_connection(id)
+        abort_connection(self.known_connection_id()?)
     }
 }
 
