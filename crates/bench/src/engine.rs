@@ -21,6 +21,9 @@ pub struct Sample {
     pub value: f64,
     /// CPU seconds the workload used (fio's or our own threads').
     pub workload_cpu_s: f64,
+    /// Operations done in the measured phase, where known: what CPU time
+    /// and context switches are divided by for per-operation costs.
+    pub ops: Option<f64>,
 }
 
 /// Files a workload reads must exist before the run, identical for every
@@ -232,6 +235,7 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
     Ok(Sample {
         value: iops,
         workload_cpu_s: cpu,
+        ops: job[side]["total_ios"].as_f64(),
     })
 }
 
@@ -262,6 +266,7 @@ pub(crate) fn parallel(
     Ok(Sample {
         value: ops as f64 / secs,
         workload_cpu_s: self_cpu() - cpu0,
+        ops: Some(ops as f64),
     })
 }
 
@@ -447,5 +452,6 @@ fn run_latency(op: LatencyOp, count: u32, dir: &Path) -> Result<Sample> {
     Ok(Sample {
         value: crate::results::median(&times).unwrap_or(0.0),
         workload_cpu_s: self_cpu() - cpu0,
+        ops: Some(times.len() as f64),
     })
 }

@@ -22,9 +22,16 @@ use anyhow::{bail, Context, Result};
 use crate::results::SubjectInfo;
 use crate::subject::{spawn_daemon, Mounted, Subject};
 
-/// Every peer, in the order the tables show them.
-pub fn all() -> Vec<Box<dyn Subject>> {
+/// Every peer, in the order the tables show them: libfuse's io_uring mode
+/// built from `libfuse_src` (listed as unavailable without one), Debian's
+/// libfuse, fuser, go-fuse.
+pub fn all(libfuse_src: Option<&Path>) -> Vec<Box<dyn Subject>> {
     vec![
+        Box::new(LibfuseSource::new(libfuse_src, LibfuseMode::Uring)),
+        Box::new(LibfuseSource::new(
+            libfuse_src,
+            LibfuseMode::UringPassthrough,
+        )),
         Box::new(Libfuse::default()),
         Box::new(Fuser::default()),
         Box::new(GoFuse::default()),
@@ -215,6 +222,275 @@ fn libfuse_opts(backing: &Path) -> OsString {
     }
     v.extend_from_slice(b",allow_other");
     OsString::from_vec(v)
+}
+
+// ------------------------------------------------- libfuse from source
+
+/// The environment variable naming a libfuse source tree, for when
+/// `--libfuse-src` is not given.
+pub const LIBFUSE_SRC_ENV: &str = "FUSEBOX_LIBFUSE_SRC";
+
+const LIBFUSE_SRC_HINT: &str =
+    "no libfuse source tree given (--libfuse-src DIR or FUSEBOX_LIBFUSE_SRC; \
+     a clone of https://github.com/libfuse/libfuse, see the README)";
+
+/// How passthrough_hp runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LibfuseMode {
+    /// `--nopassthrough -o io_uring`: every read and write goes through the
+    /// daemon. passthrough_hp's default caching: a day of entry and
+    /// attribute timeouts, writeback cache, keep_cache.
+    Uring,
+    /// `-o io_uring` with passthrough: the kernel reads and writes the
+    /// backing files itself (passthrough_hp turns the writeback cache off,
+    /// as the kernel refuses both).
+    UringPassthrough,
+    /// `--nocache --nopassthrough -o io_uring`: timeouts 0, no writeback.
+    UringNoCache,
+}
+
+impl LibfuseMode {
+    pub fn subject_name(self) -> &'static str {
+        match self {
+            LibfuseMode::Uring => "libfuse-uring",
+            LibfuseMode::UringPassthrough => "libfuse-uring-pt",
+            LibfuseMode::UringNoCache => "libfuse-uring-nocache",
+        }
+    }
+
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            LibfuseMode::Uring => &["--nopassthrough"],
+            LibfuseMode::UringPassthrough => &[],
+            LibfuseMode::UringNoCache => &["--nocache", "--nopassthrough"],
+        }
+    }
+}
+
+/// libfuse's `example/passthrough_hp` with libfuse's own FUSE-over-io_uring
+/// (3.19 / master), built with meson from a source tree the user points at.
+/// The build goes to `WORKDIR/peers/libfuse-build`, reused until a source
+/// file changes or another tree is named; nothing of it is in this
+/// repository. Run as libfuse documents it: one pinned ring thread per CPU,
+/// queue depth 8 (its default).
+pub struct LibfuseSource {
+    src: Option<PathBuf>,
+    mode: LibfuseMode,
+    /// Let `prepare` run `apt-get install -y` for meson, ninja, g++ and
+    /// liburing when they are missing.
+    pub install: bool,
+    binary: Option<PathBuf>,
+}
+
+/// What the build needs beyond a C toolchain: meson and ninja, a C++
+/// compiler (passthrough_hp is C++), and liburing, without which libfuse
+/// builds without io_uring and this peer would not be what it says.
+const LIBFUSE_BUILD_APT: &[&str] = &["meson", "ninja-build", "g++", "liburing-dev", "pkg-config"];
+
+impl LibfuseSource {
+    pub fn new(src: Option<&Path>, mode: LibfuseMode) -> LibfuseSource {
+        LibfuseSource {
+            src: src.map(Path::to_path_buf),
+            mode,
+            install: false,
+            binary: None,
+        }
+    }
+
+    /// `version: 'X'` of the tree's meson.build, and the commit if it is a
+    /// git checkout.
+    fn version(src: &Path) -> Option<String> {
+        let meson = fs::read_to_string(src.join("meson.build")).ok()?;
+        let v = meson
+            .split("version:")
+            .nth(1)?
+            .split('\'')
+            .nth(1)?
+            .to_string();
+        let commit = Command::new("git")
+            .arg("-C")
+            .arg(src)
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        Some(match commit {
+            Some(c) => format!("{v} (git {c})"),
+            None => v,
+        })
+    }
+
+    fn missing_tools() -> Vec<&'static str> {
+        let mut missing = vec![];
+        for (tool, arg, pkg) in [
+            ("meson", "--version", "meson"),
+            ("ninja", "--version", "ninja-build"),
+            ("g++", "--version", "g++"),
+            ("pkg-config", "--version", "pkg-config"),
+        ] {
+            if !have(tool, arg) {
+                missing.push(pkg);
+            }
+        }
+        let liburing = Command::new("pkg-config")
+            .args(["--exists", "liburing"])
+            .stdin(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !liburing {
+            missing.push("liburing-dev");
+        }
+        missing
+    }
+
+    fn build(src: &Path, build: &Path) -> Result<PathBuf> {
+        let bin = build.join("example").join("passthrough_hp");
+        // A build of another tree, or of an older state of this one, is
+        // redone from scratch: meson keeps absolute source paths.
+        let stamp = build.join("fusebox-source");
+        let canon =
+            fs::canonicalize(src).with_context(|| format!("resolving {}", src.display()))?;
+        let same_tree = fs::read(&stamp).is_ok_and(|b| b == canon.as_os_str().as_bytes());
+        let fresh = same_tree
+            && ["lib", "include", "example"]
+                .iter()
+                .all(|d| built_after_sources(&bin, &canon.join(d)))
+            && up_to_date(&bin, &canon.join("meson.build"));
+        if fresh {
+            return Ok(bin);
+        }
+        if build.exists() {
+            fs::remove_dir_all(build).with_context(|| format!("removing {}", build.display()))?;
+        }
+        let mut setup = Command::new("meson");
+        setup.arg("setup").arg(build).arg(&canon).args([
+            "--buildtype=release",
+            "-Dtests=false",
+            "-Dutils=false",
+            "-Duseroot=false",
+            "-Dexamples=true",
+            "-Denable-io-uring=true",
+        ]);
+        run_quiet(setup, "meson setup of the libfuse source tree")?;
+        // libfuse's meson quietly drops io_uring when liburing is missing or
+        // too old: a peer without it would be mislabelled, so refuse.
+        let config = fs::read_to_string(build.join("fuse_config.h")).unwrap_or_default();
+        if !config.lines().any(|l| l.trim() == "#define HAVE_URING") {
+            bail!("libfuse was configured without io_uring support (liburing-dev missing or lacking SQE128?)");
+        }
+        let mut ninja = Command::new("ninja");
+        ninja.arg("-C").arg(build).arg("example/passthrough_hp");
+        run_quiet(ninja, "building libfuse's passthrough_hp (ninja)")?;
+        if !bin.exists() {
+            bail!("ninja finished but {} is missing", bin.display());
+        }
+        fs::write(&stamp, canon.as_os_str().as_bytes())?;
+        Ok(bin)
+    }
+
+    /// Whether `pid` runs libfuse's ring threads: passthrough_hp falls back
+    /// to /dev/fuse when the kernel refuses io_uring, and a peer measured
+    /// that way would be labelled wrongly.
+    fn has_ring_threads(pid: u32) -> bool {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().any(|t| {
+            fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("fuse-ring-"))
+        })
+    }
+}
+
+impl Subject for LibfuseSource {
+    fn info(&self) -> SubjectInfo {
+        let version = self
+            .src
+            .as_deref()
+            .and_then(Self::version)
+            .unwrap_or_else(|| "3.19+ (master)".into());
+        let how = match self.mode {
+            LibfuseMode::Uring => {
+                "passthrough_hp --nopassthrough -o io_uring (default caching: a day of timeouts, writeback cache)"
+            }
+            LibfuseMode::UringPassthrough => {
+                "passthrough_hp -o io_uring with passthrough (a day of timeouts)"
+            }
+            LibfuseMode::UringNoCache => {
+                "passthrough_hp --nocache --nopassthrough -o io_uring (timeouts 0)"
+            }
+        };
+        SubjectInfo {
+            name: self.mode.subject_name().into(),
+            description: format!(
+                "libfuse {version} {how}; one pinned ring thread per CPU, queue depth 8"
+            ),
+            is_peer: true,
+            ..Default::default()
+        }
+    }
+
+    fn prepare(&mut self, workdir: &Path) -> Result<()> {
+        let Some(src) = self.src.clone() else {
+            bail!("{LIBFUSE_SRC_HINT}");
+        };
+        if !src.join("example").join("passthrough_hp.cc").exists() {
+            bail!(
+                "{} is not a libfuse source tree (no example/passthrough_hp.cc)",
+                src.display()
+            );
+        }
+        fusebox::transport::uring::availability().map_err(anyhow::Error::msg)?;
+        let missing = Self::missing_tools();
+        if !missing.is_empty() {
+            if !self.install {
+                bail!(
+                    "building libfuse needs: apt-get install {}",
+                    missing.join(" ")
+                );
+            }
+            let mut cmd = Command::new("apt-get");
+            cmd.args(["install", "-y"])
+                .args(LIBFUSE_BUILD_APT)
+                .env("DEBIAN_FRONTEND", "noninteractive");
+            run_quiet(cmd, "apt-get install of libfuse's build tools")?;
+        }
+        let build = peers_dir(workdir)?.join("libfuse-build");
+        self.binary = Some(Self::build(&src, &build)?);
+        Ok(())
+    }
+
+    fn mount(&self, backing: &Path, mnt: &Path) -> Result<Mounted> {
+        let bin = self
+            .binary
+            .as_ref()
+            .context("libfuse (source) peer used before prepare")?;
+        let mut cmd = Command::new(bin);
+        // --foreground: the child we hold is the daemon. Options as
+        // passthrough_hp takes them: flags, -o, then source and mountpoint.
+        cmd.arg("--foreground")
+            .args(self.mode.args())
+            .arg("-o")
+            .arg("io_uring,allow_other")
+            .arg(backing)
+            .arg(mnt);
+        let mounted = spawn_daemon(cmd, mnt)?;
+        let pid = mounted.daemon_pid.context("no daemon pid")?;
+        // The ring threads start with INIT's answer, a moment after the
+        // mount appears.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !Self::has_ring_threads(pid) {
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "libfuse mounted without io_uring (no fuse-ring threads): is enable_uring on?"
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(mounted)
+    }
 }
 
 // ---------------------------------------------------------------- fuser
@@ -458,13 +734,47 @@ mod tests {
 
     #[test]
     fn every_peer_is_a_peer() {
-        let names: Vec<String> = all()
+        let names: Vec<String> = all(None)
             .iter()
             .map(|s| s.info())
             .inspect(|i| assert!(i.is_peer))
             .map(|i| i.name)
             .collect();
-        assert_eq!(names, ["libfuse", "fuser", "go-fuse"]);
+        assert_eq!(
+            names,
+            [
+                "libfuse-uring",
+                "libfuse-uring-pt",
+                "libfuse",
+                "fuser",
+                "go-fuse"
+            ]
+        );
+    }
+
+    #[test]
+    fn libfuse_from_source_without_a_tree_is_unavailable_with_the_fix() {
+        let work = tempfile::tempdir().unwrap();
+        let mut peer = LibfuseSource::new(None, LibfuseMode::Uring);
+        let e = format!("{:#}", peer.prepare(work.path()).unwrap_err());
+        assert!(e.contains("--libfuse-src"), "{e}");
+        let mut peer = LibfuseSource::new(Some(work.path()), LibfuseMode::Uring);
+        let e = format!("{:#}", peer.prepare(work.path()).unwrap_err());
+        assert!(e.contains("not a libfuse source tree"), "{e}");
+    }
+
+    #[test]
+    fn libfuse_version_comes_from_the_tree() {
+        let src = tempfile::tempdir().unwrap();
+        fs::write(
+            src.path().join("meson.build"),
+            "project('libfuse3', ['c'],\n        version: '3.19.0-rc0',\n",
+        )
+        .unwrap();
+        assert_eq!(
+            LibfuseSource::version(src.path()).as_deref(),
+            Some("3.19.0-rc0")
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use fusebox::stats::{OpSnapshot, Snapshot};
 
-use crate::results::{median, BenchResults, SubjectInfo, WorkloadResult};
+use crate::results::{median, BenchResults, SubjectInfo, SubjectRuns, WorkloadResult};
 
 /// Fewest distinct thread counts that make a sweep chart.
 pub const MIN_SWEEP_POINTS: usize = 3;
@@ -392,6 +392,25 @@ pub fn terminal_table(r: &BenchResults) -> String {
         s.push_str(&text);
     }
     out!(s, "\nMedians of {} interleaved repetitions. Ratios: the best fusebox subject (* where several) to native and to the best peer; > 1 = better.\n", r.repetitions);
+    let pairs = matched_pairs(r);
+    if !pairs.is_empty() {
+        s.push_str("\nMatched pairs: each fusebox subject against the peer configured alike (> 1 = fusebox better):\n");
+        let width = pairs.iter().map(|p| p.w.name.len()).max().unwrap_or(0);
+        let labels: Vec<String> = pairs
+            .iter()
+            .map(|p| format!("{} / {}", p.fusebox, p.peer))
+            .collect();
+        let label_w = labels.iter().map(String::len).max().unwrap_or(0);
+        for (p, label) in pairs.iter().zip(&labels) {
+            out!(
+                s,
+                "  {:<width$}  {:<label_w$}  {}\n",
+                p.w.name,
+                label,
+                fmt_opt(p.ratio, fmt_ratio)
+            );
+        }
+    }
     if abbreviated {
         let a: Vec<String> = ABBREV.iter().map(|(l, s)| format!("{s} = {l}")).collect();
         out!(s, "Abbreviations: {}.\n", a.join(", "));
@@ -409,6 +428,101 @@ pub fn terminal_table(r: &BenchResults) -> String {
     s
 }
 
+/// One workload's fusebox subject and the peer it is configured like.
+struct Pair<'a> {
+    w: &'a WorkloadResult,
+    fusebox: &'a str,
+    peer: &'a str,
+    /// fusebox / peer, oriented so that > 1 is fusebox better.
+    ratio: Option<f64>,
+}
+
+/// Every (workload, fusebox subject with `matches`) whose peer ran too.
+fn matched_pairs(r: &BenchResults) -> Vec<Pair<'_>> {
+    let mut out = vec![];
+    for w in &r.workloads {
+        for sub in available(r).filter(|s| s.is_fusebox) {
+            let Some(peer) = sub.matches.as_deref() else {
+                continue;
+            };
+            if w.subject(&sub.name).is_none() || w.subject(peer).is_none() {
+                continue;
+            }
+            out.push(Pair {
+                w,
+                fusebox: &sub.name,
+                peer,
+                ratio: w.ratio_to(&sub.name, peer),
+            });
+        }
+    }
+    out
+}
+
+fn md_pairs(s: &mut String, r: &BenchResults) {
+    let pairs = matched_pairs(r);
+    if pairs.is_empty() {
+        return;
+    }
+    s.push_str("## Matched pairs\n\nEach fusebox subject against the peer subject configured alike (the same caching, the same passthrough), medians of this run; > 1 = fusebox better.\n\n");
+    s.push_str("| workload | unit | fusebox subject | peer subject | fusebox | peer | fusebox / peer |\n|---|---|---|---|---:|---:|---:|\n");
+    for p in &pairs {
+        let med = |name: &str| {
+            fmt_opt(p.w.subject(name).and_then(|x| x.median()), |v| {
+                fmt_value(v, &p.w.unit)
+            })
+        };
+        out!(
+            s,
+            "| `{}` | {} | `{}` | `{}` | {} | {} | {} |\n",
+            p.w.name,
+            p.w.unit,
+            p.fusebox,
+            p.peer,
+            med(p.fusebox),
+            med(p.peer),
+            fmt_opt(p.ratio, fmt_ratio)
+        );
+    }
+    s.push('\n');
+}
+
+/// CPU time and daemon context switches per operation, for workloads that
+/// count their operations: where each subject's time goes, daemons side by
+/// side.
+fn md_cost_per_op(s: &mut String, r: &BenchResults) {
+    let rows: Vec<(&WorkloadResult, &SubjectRuns)> = r
+        .workloads
+        .iter()
+        .flat_map(|w| w.per_subject.iter().map(move |x| (w, x)))
+        .filter(|(_, x)| !x.ops.is_empty() && x.subject != NATIVE)
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str("## Cost per operation\n\nMedians over repetitions of (per repetition) CPU time and context switches divided by the operations done. Daemon: every thread of the serving process, user + system; its context switches are mostly the wake-ups it took to serve. Workload: fio's or the bench's own threads. Where both CPUs are saturated, daemon + workload CPU per operation is what decides throughput.\n\n");
+    s.push_str("| workload | subject | daemon CPU us/op | workload CPU us/op | daemon context switches/op |\n|---|---|---:|---:|---:|\n");
+    let mut last = "";
+    for (w, x) in rows {
+        let head = if w.name != last {
+            format!("`{}`", w.name)
+        } else {
+            String::new()
+        };
+        last = &w.name;
+        let us = |v: Option<f64>| fmt_opt(v, |c| format!("{:.2}", c * 1e6));
+        out!(
+            s,
+            "| {head} | `{}` | {} | {} | {} |\n",
+            x.subject,
+            us(x.per_op(&x.daemon_cpu_s)),
+            us(x.per_op(&x.workload_cpu_s)),
+            fmt_opt(x.per_op(&x.daemon_ctx_switches), |c| format!("{c:.2}"))
+        );
+    }
+    s.push('\n');
+}
+
 // ---------------------------------------------------------------- markdown
 
 fn group_blurb(g: &str) -> &'static str {
@@ -418,6 +532,7 @@ fn group_blurb(g: &str) -> &'static str {
         "xfuse" => "XFUSE (ATC '21): random 4 KiB reads on TimingFS, which emulates a fast device's latency.",
         "macro" => "filebench personalities: fileserver, webserver, varmail.",
         "quick" => "One workload of each kind, short runs: the README's demo.",
+        "peer" => "fusebox against libfuse's own FUSE-over-io_uring (passthrough_hp built from a libfuse source tree): fusebox configured like passthrough_hp (caching, passthrough) and in its best serving settings; the same fast-path workloads, and one GETATTR round trip with nothing cached.",
         _ => "",
     }
 }
@@ -611,7 +726,7 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
     s.push_str("\n## Summary\n\n");
     out!(s, "How to read: every number is the median of {} repetitions, interleaved (each repetition runs every subject once, in turn, so a drift of the machine hits all subjects alike); ", r.repetitions);
     s.push_str("the spread in the sections below is min..max over those repetitions. Ratios compare subjects measured in this one run on this machine and are oriented so that > 1 is better than the baseline ");
-    s.push_str("(throughput: subject / baseline; latency in us: baseline / subject). \"fusebox\" in the ratio columns is the best fusebox subject of the row (in bold); the best peer is the best of libfuse, fuser and go-fuse. ");
+    s.push_str("(throughput: subject / baseline; latency in us: baseline / subject). \"fusebox\" in the ratio columns is the best fusebox subject of the row (in bold); the best peer is the best of libfuse (its io_uring mode built from source, and Debian's 3.14), fuser and go-fuse. ");
     s.push_str("Absolute numbers depend on the machine, kernel and backing store: quote ratios from one run, never a lone absolute number as a claim.\n\n");
     for t in summary_tables(r) {
         let names: Vec<String> = t.cols.iter().map(|c| format!("`{}`", c.name)).collect();
@@ -638,6 +753,8 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
         }
         s.push('\n');
     }
+    md_pairs(&mut s, r);
+    md_cost_per_op(&mut s, r);
     let mut placed = vec![false; charts.len()];
     let fusebox: Vec<&SubjectInfo> = available(r).filter(|s| s.is_fusebox).collect();
     for g in groups(r) {

@@ -61,6 +61,11 @@ pub struct SubjectInfo {
     pub is_fusebox: bool,
     /// Peer frameworks (libfuse, fuser, go-fuse), for "ratio to best peer".
     pub is_peer: bool,
+    /// For a fusebox subject configured like a peer subject (the same
+    /// caching, the same passthrough): that peer's name. The report sets
+    /// such pairs side by side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
 }
 
 /// One workload across all subjects.
@@ -88,6 +93,13 @@ pub struct SubjectRuns {
     pub daemon_cpu_s: Vec<f64>,
     /// CPU seconds the workload itself used per repetition.
     pub workload_cpu_s: Vec<f64>,
+    /// Operations per repetition, where the workload counts them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<f64>,
+    /// Context switches of the daemon's threads (voluntary and not) per
+    /// repetition: mostly the wake-ups it took to serve the workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemon_ctx_switches: Vec<f64>,
     /// Set when a repetition failed; values then holds the ones that ran.
     pub error: Option<String>,
     /// Request counts and latency histograms (fusebox subjects), summed
@@ -109,6 +121,19 @@ impl SubjectRuns {
             .copied()
             .fold(f64::NEG_INFINITY, f64::max);
         (!self.values.is_empty()).then_some((min, max))
+    }
+}
+
+impl SubjectRuns {
+    /// Median over repetitions of `per_rep[i] / ops[i]`, where both exist.
+    pub fn per_op(&self, per_rep: &[f64]) -> Option<f64> {
+        let v: Vec<f64> = per_rep
+            .iter()
+            .zip(&self.ops)
+            .filter(|(_, &n)| n > 0.0)
+            .map(|(x, n)| x / n)
+            .collect();
+        median(&v)
     }
 }
 

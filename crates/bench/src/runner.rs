@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine;
+use crate::peers::{LibfuseMode, LibfuseSource};
 use crate::results::*;
 use crate::subject::{Fusebox, Native, Subject};
 use crate::workload::{self, Target, Workload};
@@ -31,6 +32,10 @@ pub struct BenchOptions {
     pub filter: Option<String>,
     /// Build and run the peers (libfuse, fuser, go-fuse).
     pub peers: bool,
+    /// A libfuse source tree (3.19 / master) to build passthrough_hp from,
+    /// for the libfuse io_uring peers; without one they are listed as
+    /// unavailable.
+    pub libfuse_src: Option<PathBuf>,
     /// The `fusebox` binary that serves fusebox subjects.
     pub fusebox_bin: PathBuf,
     pub progress: bool,
@@ -61,12 +66,115 @@ fn fusebox_subject(
     Box::new(Fusebox {
         name: name.into(),
         description: desc.into(),
+        matches: None,
         fs: fs.into(),
         args: args.iter().map(|s| s.to_string()).collect(),
         takes_source: source,
         needs_uring: args.contains(&"uring"),
         binary: bin.to_path_buf(),
     })
+}
+
+/// A stackfs subject of the peer suite, configured like the peer subject
+/// `matches`: (name, description, `fusebox mount` arguments, matched peer).
+type PeerSpec = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    LibfuseMode,
+);
+
+/// The peer suite's fusebox subjects over the backing directory. "hp" is
+/// configured as passthrough_hp runs by default (a day of entry, attribute
+/// and negative caching, the writeback cache; with passthrough, no
+/// writeback, which the kernel refuses alongside it); "best" adds
+/// fusebox's fastest serving settings (DESIGN.md, "Against libfuse's
+/// io_uring").
+const PEER_SUBJECTS: &[PeerSpec] = &[
+    (
+        "fusebox-uring-hp",
+        "fusebox stackfs, io_uring, caching as passthrough_hp's default (--exclusive -o writeback_cache), default serving settings",
+        &["--transport", "uring", "--exclusive", "-o", "allow_other,writeback_cache"],
+        LibfuseMode::Uring,
+    ),
+    (
+        "fusebox-uring-hp-pt",
+        "fusebox stackfs, io_uring + passthrough, caching as passthrough_hp's (--exclusive)",
+        &["--transport", "uring", "--exclusive", "-o", "allow_other,passthrough"],
+        LibfuseMode::UringPassthrough,
+    ),
+    (
+        "fusebox-uring-nocache",
+        "fusebox stackfs, io_uring, no caching as passthrough_hp --nocache (entry/attr/negative timeouts 0)",
+        &[
+            "--transport", "uring",
+            "-o", "allow_other,entry_timeout=0,attr_timeout=0,negative_timeout=0",
+        ],
+        LibfuseMode::UringNoCache,
+    ),
+    (
+        "fusebox-best",
+        "fusebox stackfs, io_uring, caching as passthrough_hp's, SCHED_IDLE queue threads and adaptive polling",
+        &[
+            "--transport", "uring", "--exclusive", "--thread-policy", "idle", "--poll", "adaptive",
+            "-o", "allow_other,writeback_cache",
+        ],
+        LibfuseMode::Uring,
+    ),
+    (
+        "fusebox-best-pt",
+        "fusebox stackfs, io_uring + passthrough, caching as passthrough_hp's, SCHED_IDLE queue threads and adaptive polling",
+        &[
+            "--transport", "uring", "--exclusive", "--thread-policy", "idle", "--poll", "adaptive",
+            "-o", "allow_other,passthrough",
+        ],
+        LibfuseMode::UringPassthrough,
+    ),
+];
+
+/// The round-trip row's subjects: attributes never cached, so every stat
+/// is one GETATTR the daemon answers with one fstat.
+const PEER_NOCACHE_SUBJECTS: &[PeerSpec] = &[
+    PEER_SUBJECTS[2],
+    (
+        "fusebox-best-nocache",
+        "fusebox stackfs, io_uring, timeouts 0, SCHED_IDLE queue threads and adaptive polling",
+        &[
+            "--transport",
+            "uring",
+            "--thread-policy",
+            "idle",
+            "--poll",
+            "adaptive",
+            "-o",
+            "allow_other,entry_timeout=0,attr_timeout=0,negative_timeout=0",
+        ],
+        LibfuseMode::UringNoCache,
+    ),
+];
+
+fn peer_subjects(o: &BenchOptions, specs: &[PeerSpec]) -> Vec<Box<dyn Subject>> {
+    let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
+    let mut modes: Vec<LibfuseMode> = specs.iter().map(|s| s.3).collect();
+    modes.dedup();
+    if o.peers {
+        for mode in modes {
+            v.push(Box::new(LibfuseSource::new(o.libfuse_src.as_deref(), mode)));
+        }
+    }
+    for (name, desc, args, peer) in specs {
+        v.push(Box::new(Fusebox {
+            name: (*name).into(),
+            description: (*desc).into(),
+            matches: Some(peer.subject_name().into()),
+            fs: "stackfs".into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            takes_source: true,
+            needs_uring: true,
+            binary: o.fusebox_bin.clone(),
+        }));
+    }
+    v
 }
 
 /// The fusebox stackfs subjects of backing-directory workloads:
@@ -123,7 +231,7 @@ const STACKFS_SUBJECTS: &[(&str, &str, &[&str])] = &[
 fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
     if o.peers {
-        v.extend(crate::peers::all());
+        v.extend(crate::peers::all(o.libfuse_src.as_deref()));
     }
     for (name, desc, args) in STACKFS_SUBJECTS {
         v.push(fusebox_subject(
@@ -458,6 +566,8 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Knobs => knob_subjects(o),
             Target::NullFs => nullfs_subjects(o),
             Target::TimingFs { profile } => timingfs_subjects(o, profile),
+            Target::Peer => peer_subjects(o, PEER_SUBJECTS),
+            Target::PeerNoCache => peer_subjects(o, PEER_NOCACHE_SUBJECTS),
         };
         groups.push((
             w.target.clone(),
@@ -541,11 +651,22 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
                     .find(|r| r.subject == p.info.name)
                     .expect("listed");
                 match run_one(w, p, &backing, &o.workdir) {
-                    Ok((sample, daemon_cpu, stats)) => {
+                    Ok(RunOutput {
+                        sample,
+                        daemon_cpu,
+                        daemon_ctx_switches,
+                        stats,
+                    }) => {
                         runs.values.push(sample.value);
                         runs.workload_cpu_s.push(sample.workload_cpu_s);
                         if let Some(c) = daemon_cpu {
                             runs.daemon_cpu_s.push(c);
+                        }
+                        if let Some(n) = sample.ops {
+                            runs.ops.push(n);
+                        }
+                        if let Some(n) = daemon_ctx_switches {
+                            runs.daemon_ctx_switches.push(n);
                         }
                         if let Some(s) = stats {
                             merge_stats(&mut runs.stats, s);
@@ -582,11 +703,13 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
     })
 }
 
-type RunOutput = (
-    engine::Sample,
-    Option<f64>,
-    Option<fusebox::stats::Snapshot>,
-);
+/// What one repetition of one workload on one subject measured.
+struct RunOutput {
+    sample: engine::Sample,
+    daemon_cpu: Option<f64>,
+    daemon_ctx_switches: Option<f64>,
+    stats: Option<fusebox::stats::Snapshot>,
+}
 
 fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result<RunOutput> {
     if w.target.uses_backing() {
@@ -614,9 +737,14 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     // Only the measured phase: not the mount's INIT nor the population.
     let stats0 = fetch_stats();
     let cpu0 = mounted.daemon_cpu_seconds();
+    let switches0 = mounted.daemon_ctx_switches();
     let sample = engine::run(w, &mounted.dir);
     let daemon_cpu = match (cpu0, mounted.daemon_cpu_seconds()) {
         (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let daemon_ctx_switches = match (switches0, mounted.daemon_ctx_switches()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64),
         _ => None,
     };
     let stats = match (fetch_stats(), stats0) {
@@ -630,5 +758,10 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     if w.target.uses_backing() {
         engine::reset_after(w, backing)?;
     }
-    Ok((sample?, daemon_cpu, stats))
+    Ok(RunOutput {
+        sample: sample?,
+        daemon_cpu,
+        daemon_ctx_switches,
+        stats,
+    })
 }

@@ -47,6 +47,33 @@ impl Mounted {
     pub fn daemon_cpu_seconds(&self) -> Option<f64> {
         self.daemon_pid.and_then(process_cpu_seconds)
     }
+
+    /// Context switches of the daemon's threads so far.
+    pub fn daemon_ctx_switches(&self) -> Option<u64> {
+        self.daemon_pid.and_then(process_ctx_switches)
+    }
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid`,
+/// from /proc/PID/task/*/status. Threads that exited are not counted, which
+/// is fine for daemons whose serving threads live as long as the mount.
+pub fn process_ctx_switches(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for t in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            if let Some(v) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += v.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Some(total)
 }
 
 impl Drop for Mounted {
@@ -152,6 +179,8 @@ impl Subject for Native {
 pub struct Fusebox {
     pub name: String,
     pub description: String,
+    /// The peer subject configured like this one, if any.
+    pub matches: Option<String>,
     /// `stackfs`, `nullfs`, `timingfs`, ...
     pub fs: String,
     /// Extra `fusebox mount` arguments (transport, -o options).
@@ -168,6 +197,7 @@ impl Subject for Fusebox {
             name: self.name.clone(),
             description: self.description.clone(),
             is_fusebox: true,
+            matches: self.matches.clone(),
             ..Default::default()
         }
     }
@@ -201,5 +231,15 @@ mod tests {
     fn cpu_time_of_this_process_is_readable() {
         let t = process_cpu_seconds(std::process::id()).unwrap();
         assert!(t >= 0.0);
+    }
+
+    #[test]
+    fn context_switches_of_this_process_grow_when_it_sleeps() {
+        let before = process_ctx_switches(std::process::id()).unwrap();
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let after = process_ctx_switches(std::process::id()).unwrap();
+        assert!(after >= before + 5, "{before} -> {after}");
     }
 }

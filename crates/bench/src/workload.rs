@@ -20,13 +20,21 @@ pub enum Target {
     /// fusebox stackfs over the backing directory with one round-trip
     /// setting changed at a time, against native and the defaults.
     Knobs,
+    /// libfuse's io_uring mode (passthrough_hp) and fusebox configured
+    /// like it, over the backing directory.
+    Peer,
+    /// The same with no attribute caching, for the GETATTR round trip.
+    PeerNoCache,
 }
 
 impl Target {
     /// Whether the workload runs in the shared backing directory (datasets
     /// laid out there, reset after each run).
     pub fn uses_backing(&self) -> bool {
-        matches!(self, Target::Backing | Target::Knobs)
+        matches!(
+            self,
+            Target::Backing | Target::Knobs | Target::Peer | Target::PeerNoCache
+        )
     }
 }
 
@@ -484,7 +492,7 @@ pub struct Suite {
 }
 
 pub const SUITES: &[&str] = &[
-    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "all",
+    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -498,6 +506,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         // the atomic_o_trunc knob. v4: sequential reads and the readahead
         // knob.
         "knobs" => (knobs(), 3, 4),
+        "peer" => (peer(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -565,6 +574,34 @@ fn fastpath() -> Vec<Workload> {
             drop_caches: false,
         });
     }
+    w
+}
+
+/// fusebox against libfuse's own io_uring mode (passthrough_hp), in the
+/// matched and the best configurations: the fast-path workloads, and one
+/// GETATTR round trip with nothing cached.
+fn peer() -> Vec<Workload> {
+    let mut w: Vec<Workload> = fastpath()
+        .into_iter()
+        .filter(|w| !w.name.contains("rnd-wr"))
+        .map(|mut w| {
+            w.name = w.name.replace("fastpath/", "peer/");
+            w.group = "peer";
+            w.target = Target::Peer;
+            w
+        })
+        .collect();
+    w.push(Workload {
+        name: "peer/getattr-latency".into(),
+        group: "peer",
+        description: "median latency of stat of the mount's root, attribute timeout 0: one GETATTR answered with one fstat (us)".into(),
+        target: Target::PeerNoCache,
+        kind: Kind::Latency {
+            op: LatencyOp::Getattr,
+            count: 20_000,
+        },
+        drop_caches: false,
+    });
     w
 }
 

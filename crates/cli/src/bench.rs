@@ -10,9 +10,11 @@ use fusebox_bench::runner::{self, Backing, BenchOptions};
 #[command(after_help = "\
 SUITES: quick (about 5 minutes; the README's demo), vangoor, rfuse, xfuse, macro,
 fastpath (the io_uring/passthrough targets), knobs (each round-trip setting on and
-off, stackfs only), all.
-SUBJECTS: native (the backing directory), libfuse 3.14 passthrough_ll, fuser and
-go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs
+off, stackfs only), peer (fusebox against libfuse's own io_uring mode, matched and
+best configurations, about 15 minutes), all.
+SUBJECTS: native (the backing directory), libfuse's passthrough_hp over io_uring
+with and without passthrough (built from --libfuse-src), libfuse 3.14 passthrough_ll,
+fuser and go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs
 over classic, io_uring (normal and SCHED_IDLE queue threads), io_uring+passthrough,
 and --exclusive caching with writeback or passthrough; nullfs and timingfs where a
 workload calls for them. A subject that cannot be built or mounted is listed with
@@ -36,6 +38,11 @@ pub struct BenchArgs {
     /// Skip building and running libfuse, fuser and go-fuse.
     #[arg(long)]
     pub no_peers: bool,
+    /// A libfuse source tree (a clone of libfuse, 3.19 or master) to build
+    /// passthrough_hp from for the libfuse io_uring peers; built into the
+    /// work dir. Without it those peers are listed as unavailable.
+    #[arg(long, env = "FUSEBOX_LIBFUSE_SRC", value_name = "DIR")]
+    pub libfuse_src: Option<PathBuf>,
     /// Where results.json, report.md and charts/ go.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -65,6 +72,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         repetitions: args.reps,
         filter: args.filter.clone(),
         peers: !args.no_peers,
+        libfuse_src: args.libfuse_src.clone(),
         fusebox_bin: std::env::current_exe().context("locating the fusebox binary")?,
         progress: true,
     };

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -109,6 +109,42 @@ pub struct Session<F: Filesystem> {
     stats: Arc<Vec<Arc<WorkerStats>>>,
     stats_server: Option<StatsServer>,
     transport: TransportKind,
+    started: Instant,
+}
+
+/// What INIT settled, for snapshots taken once it is known.
+struct Negotiated {
+    proto_minor: u32,
+    flags: Vec<String>,
+}
+
+/// Snapshots for the stats socket, which starts before the mount (and so
+/// before INIT): until INIT is done they show protocol 7.0 and no flags.
+fn snapshot_fn(
+    mountpoint: &Path,
+    transport: TransportKind,
+    stats: Arc<Vec<Arc<WorkerStats>>>,
+    negotiated: Arc<OnceLock<Negotiated>>,
+) -> impl Fn() -> Snapshot + Send + 'static {
+    let mountpoint = std::fs::canonicalize(mountpoint)
+        .unwrap_or_else(|_| mountpoint.to_path_buf())
+        .display()
+        .to_string();
+    let transport = transport.to_string();
+    let started = Instant::now();
+    move || {
+        let n = negotiated.get();
+        Snapshot {
+            mountpoint: mountpoint.clone(),
+            pid: std::process::id(),
+            transport: transport.clone(),
+            workers: stats.iter().map(|w| w.total()).collect(),
+            proto_minor: n.map_or(0, |n| n.proto_minor),
+            flags: n.map(|n| n.flags.clone()).unwrap_or_default(),
+            uptime_ms: started.elapsed().as_millis() as u64,
+            ops: stats::collect(&stats),
+        }
+    }
 }
 
 impl<F: Filesystem> Session<F> {
@@ -126,10 +162,57 @@ impl<F: Filesystem> Session<F> {
             uring::availability().map_err(Error::UringUnavailable)?;
             init_cfg.want |= abi::flags::init::OVER_IO_URING;
         }
+        let classic_n = if transport == TransportKind::Uring {
+            1
+        } else {
+            cfg.workers.max(1)
+        };
+        // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
+        // request to the most recently re-armed free entry of the caller's
+        // queue, so a second thread with one entry takes the second of two
+        // requests that arrive together (readahead) instead of it waiting
+        // behind the first (DESIGN.md, "Threads per queue").
+        let per_queue = cfg.uring.threads_per_queue.max(1);
+        let rings_n = if transport == TransportKind::Uring {
+            uring::possible_cpus() * per_queue
+        } else {
+            0
+        };
+        let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
+            (0..classic_n)
+                .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
+                .chain((0..rings_n).map(|t| {
+                    let (q, k) = (t / per_queue, t % per_queue);
+                    Arc::new(WorkerStats::new(if k == 0 {
+                        format!("uring/q{q}")
+                    } else {
+                        format!("uring/q{q}.{k}")
+                    }))
+                }))
+                .collect(),
+        );
+        // The statistics endpoint is up before mount(2) makes the mount
+        // visible: a script that waits for the mount can read stats at once.
+        // What INIT negotiates is filled in when it is known.
+        let negotiated = Arc::new(OnceLock::new());
+        let stats_server = if cfg.stats_socket {
+            let snap = snapshot_fn(mountpoint, transport, stats.clone(), negotiated.clone());
+            StatsServer::start(mountpoint, snap)
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
+                })
+                .ok()
+        } else {
+            None
+        };
         let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
         let fs = Arc::new(fs);
         let notifier = Notifier::for_device(Arc::new(DevChannel::new(mount.device().try_clone()?)));
         let conn = handshake(&mount, &*fs, &init_cfg, &notifier)?;
+        let _ = negotiated.set(Negotiated {
+            proto_minor: conn.proto_minor,
+            flags: conn.flag_names().into_iter().map(String::from).collect(),
+        });
         if transport == TransportKind::Uring && !conn.has(abi::flags::init::OVER_IO_URING) {
             return Err(Error::UringUnavailable(
                 "the kernel did not offer FUSE_OVER_IO_URING in INIT (is enable_uring set? see /sys/module/fuse/parameters/enable_uring)".into(),
@@ -149,22 +232,6 @@ impl<F: Filesystem> Session<F> {
             "mounted"
         );
 
-        let classic_n = if transport == TransportKind::Uring {
-            1
-        } else {
-            cfg.workers.max(1)
-        };
-        // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
-        // request to the most recently re-armed free entry of the caller's
-        // queue, so a second thread with one entry takes the second of two
-        // requests that arrive together (readahead) instead of it waiting
-        // behind the first (DESIGN.md, "Threads per queue").
-        let per_queue = cfg.uring.threads_per_queue.max(1);
-        let rings_n = if transport == TransportKind::Uring {
-            uring::possible_cpus() * per_queue
-        } else {
-            0
-        };
         let parse = ParseConfig {
             setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT),
         };
@@ -174,19 +241,6 @@ impl<F: Filesystem> Session<F> {
             notifier.clone(),
             classic_n + rings_n,
         ));
-        let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
-            (0..classic_n)
-                .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
-                .chain((0..rings_n).map(|t| {
-                    let (q, k) = (t / per_queue, t % per_queue);
-                    Arc::new(WorkerStats::new(if k == 0 {
-                        format!("uring/q{q}")
-                    } else {
-                        format!("uring/q{q}.{k}")
-                    }))
-                }))
-                .collect(),
-        );
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
@@ -304,7 +358,7 @@ impl<F: Filesystem> Session<F> {
             workers.push(handle);
         }
 
-        let mut session = Session {
+        Ok(Session {
             mount,
             dispatcher,
             conn,
@@ -312,48 +366,29 @@ impl<F: Filesystem> Session<F> {
             workers,
             live_workers,
             stats,
-            stats_server: None,
+            stats_server,
             transport,
-        };
-        if cfg.stats_socket {
-            let snap = session.snapshot_fn();
-            match StatsServer::start(session.mountpoint(), snap) {
-                Ok(s) => session.stats_server = Some(s),
-                Err(e) => {
-                    tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
-                }
-            }
-        }
-        Ok(session)
-    }
-
-    fn snapshot_fn(&self) -> impl Fn() -> Snapshot + Send + 'static {
-        let stats = self.stats.clone();
-        let mountpoint = self.mount.mountpoint().display().to_string();
-        let transport = self.transport.to_string();
-        let proto_minor = self.conn.proto_minor;
-        let flags: Vec<String> = self
-            .conn
-            .flag_names()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let started = Instant::now();
-        move || Snapshot {
-            mountpoint: mountpoint.clone(),
-            pid: std::process::id(),
-            transport: transport.clone(),
-            workers: stats.iter().map(|w| w.total()).collect(),
-            proto_minor,
-            flags: flags.clone(),
-            uptime_ms: started.elapsed().as_millis() as u64,
-            ops: stats::collect(&stats),
-        }
+            started: Instant::now(),
+        })
     }
 
     /// Current per-request-type statistics.
     pub fn snapshot(&self) -> Snapshot {
-        (self.snapshot_fn())()
+        Snapshot {
+            mountpoint: self.mount.mountpoint().display().to_string(),
+            pid: std::process::id(),
+            transport: self.transport.to_string(),
+            workers: self.stats.iter().map(|w| w.total()).collect(),
+            proto_minor: self.conn.proto_minor,
+            flags: self
+                .conn
+                .flag_names()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            ops: stats::collect(&self.stats),
+        }
     }
 
     pub fn mountpoint(&self) -> &Path {

@@ -24,6 +24,15 @@ struct Node {
     pin: Mutex<Pin>,
 }
 
+/// What the last close of a node gives back.
+#[derive(Default)]
+pub struct Unpinned {
+    /// The open file that served as the node's fd.
+    pub file: Option<Arc<OwnedFd>>,
+    /// The passthrough backing id, to close.
+    pub backing: Option<BackingId>,
+}
+
 #[derive(Default)]
 struct Pin {
     fd: Option<Arc<OwnedFd>>,
@@ -181,9 +190,27 @@ impl NodeTable {
 
     /// Cache `fd`, an O_PATH fd of `id`, as if `fd(id)` had opened it.
     pub fn keep_fd(&self, id: NodeId, fd: OwnedFd) {
-        if id != NodeId::ROOT {
-            self.cache(id, Arc::new(fd));
+        if id == NodeId::ROOT {
+            return;
         }
+        self.cache(id, Arc::new(fd));
+        // A FORGET may have removed the node between the caller's request
+        // and here (FORGETs and RELEASEs travel apart): its slot would then
+        // hold the file, and a deleted file's space, until evicted.
+        if !self.nodes.contains_key(&id.0) {
+            if let Some(slot) = self.fd_cache.remove(&id.0) {
+                slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
+        }
+    }
+
+    /// Whether an O_PATH fd of `id` opened now would be kept: the node has
+    /// none cached and the cache has room (see `cache_has_room`).
+    pub fn wants_fd(&self, id: NodeId) -> bool {
+        id != NodeId::ROOT
+            && self.cache_has_room()
+            && self.nodes.contains_key(&id.0)
+            && !self.fd_cache.contains_key(&id.0)
     }
 
     fn cache(&self, id: NodeId, fd: Arc<OwnedFd>) {
@@ -228,17 +255,21 @@ impl NodeTable {
         pin.fd.clone()
     }
 
-    /// One open of `id` ended; returns the backing id to close if it was
-    /// the last.
-    pub fn unpin(&self, id: NodeId) -> Option<BackingId> {
-        let n = self.node(id).ok()?;
+    /// One open of `id` ended. After the last, the node's pinned file and
+    /// passthrough backing id are handed back for the caller to close.
+    pub fn unpin(&self, id: NodeId) -> Unpinned {
+        let Ok(n) = self.node(id) else {
+            return Unpinned::default();
+        };
         let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
         pin.opens = pin.opens.saturating_sub(1);
         if pin.opens == 0 {
-            pin.fd = None;
-            return pin.backing.take();
+            return Unpinned {
+                file: pin.fd.take(),
+                backing: pin.backing.take(),
+            };
         }
-        None
+        Unpinned::default()
     }
 
     /// The passthrough backing id of an open node, registering it with

@@ -43,6 +43,7 @@ pub struct StatsServer {
     /// still names it, not a successor daemon's on the same mountpoint.
     bound: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
+    waker: UnixListener,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -68,7 +69,8 @@ impl StatsServer {
             let listener = UnixListener::bind(&path).map_err(err)?;
             (listener, identity(&path))
         };
-        listener.set_nonblocking(true).map_err(err)?;
+        // Kept to wake the blocked accept at shutdown.
+        let waker = listener.try_clone().map_err(err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -79,6 +81,7 @@ impl StatsServer {
             path,
             bound,
             stop,
+            waker,
             thread: Some(thread),
         })
     }
@@ -88,29 +91,42 @@ impl StatsServer {
     }
 }
 
+/// Answer connections until `stop`. The accept blocks: an idle mount costs
+/// no wake-ups (it used to poll every 50 ms). Shutdown wakes it with
+/// shutdown(2) on the listening socket, which makes a blocked accept
+/// return EINVAL on Linux.
 fn serve(listener: UnixListener, stop: Arc<AtomicBool>, snapshot: impl Fn() -> Snapshot) {
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((mut conn, _)) => {
-                let _ = conn.set_nonblocking(false);
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
                 let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
                 if let Ok(json) = serde_json::to_vec(&snapshot()) {
                     let _ = conn.write_all(&json);
                 }
             }
-            // Polling keeps shutdown simple (no self-pipe); 50 ms is
-            // invisible to a human running `fusebox stats`.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50))
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EMFILE and the like: back off instead of spinning; shutdown
+            // ends up here too (EINVAL), with `stop` set.
+            Err(_) => {
+                if !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }
 
 impl Drop for StatsServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        if rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Both).is_err() {
+            // Some kernels refuse shutdown on a listener: a connection of
+            // our own wakes the accept instead.
+            let _ = UnixStream::connect(&self.path);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -104,6 +104,16 @@ pub struct QueueRing {
     flags: RingFlags,
     qid: u16,
     unsubmitted: usize,
+    /// The device is the ring's registered file 0: commands name it by
+    /// index, sparing the kernel an fget/fput per command.
+    device_fixed: bool,
+    /// The ring's own fd registered with this thread (IORING_REGISTER_RING_FDS):
+    /// io_uring_enter then names the ring by this index, sparing an fd-table
+    /// lookup and a reference count per call.
+    enter_index: Option<u32>,
+    /// Not Send: the registered ring fd (and a single-issuer ring) belong to
+    /// the thread that built the ring.
+    _thread_bound: std::marker::PhantomData<*const ()>,
 }
 
 /// Ring setup choices that are measured rather than assumed.
@@ -136,6 +146,18 @@ impl QueueRing {
             b.setup_coop_taskrun();
         }
         let ring = b.build(depth.next_power_of_two() as u32)?;
+        // Both registrations are optimisations: a kernel that refuses them
+        // still runs the ring the plain way.
+        let device_fixed = ring
+            .submitter()
+            .register_files(&[device.as_raw_fd()])
+            .inspect_err(
+                |e| tracing::debug!(error = %e, "io_uring: device not registered as a fixed file"),
+            )
+            .is_ok();
+        let enter_index = register_ring_fd(ring.as_raw_fd())
+            .inspect_err(|e| tracing::debug!(error = %e, "io_uring: ring fd not registered"))
+            .ok();
         let mut entries = Vec::with_capacity(depth);
         for _ in 0..depth {
             let header = KernelBuf::new(HEADER_LEN)?;
@@ -165,6 +187,9 @@ impl QueueRing {
             flags,
             qid,
             unsubmitted: 0,
+            device_fixed,
+            enter_index,
+            _thread_bound: std::marker::PhantomData,
         })
     }
 
@@ -195,7 +220,12 @@ impl QueueRing {
             .iov
             .as_ref()
             .ok_or_else(|| io::Error::other("ring entry was torn down"))?;
-        let mut sqe = opcode::UringCmd80::new(types::Fd(device), cmd_op)
+        let target = if self.device_fixed {
+            opcode::UringCmd80::new(types::Fixed(0), cmd_op)
+        } else {
+            opcode::UringCmd80::new(types::Fd(device), cmd_op)
+        };
+        let mut sqe = target
             .cmd(cmd)
             .addr(Some(iov.as_ptr() as u64))
             .build()
@@ -262,7 +292,7 @@ impl QueueRing {
     /// Submit queued commands and wait for at least `want` completions.
     pub fn submit_and_wait(&mut self, want: usize) -> io::Result<()> {
         loop {
-            match self.ring.submit_and_wait(want) {
+            match self.enter(want) {
                 Ok(_) => {
                     self.unsubmitted = 0;
                     return Ok(());
@@ -273,10 +303,42 @@ impl QueueRing {
         }
     }
 
+    /// One io_uring_enter: submit what is queued, wait for `want`
+    /// completions (and run pending task work either way).
+    fn enter(&mut self, want: usize) -> io::Result<usize> {
+        let Some(index) = self.enter_index else {
+            return self.ring.submit_and_wait(want);
+        };
+        let to_submit = self.ring.submission().len() as u32;
+        // GETEVENTS even when not waiting: it runs pending task work, which
+        // with coop taskrun is what delivers requests.
+        let flags = IORING_ENTER_GETEVENTS | IORING_ENTER_REGISTERED_RING;
+        // SAFETY: io_uring_enter with no argument struct (null, size 0);
+        // `index` names this ring, registered in `new` by this same thread
+        // (registrations are per thread; QueueRing is not Send). The SQEs
+        // it submits were pushed by `push`, whose safety comment covers the
+        // buffers they point at.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                index as libc::c_long,
+                to_submit as libc::c_long,
+                want as libc::c_long,
+                flags as libc::c_long,
+                std::ptr::null::<libc::c_void>(),
+                0 as libc::c_long,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(rc as usize)
+    }
+
     /// Submit queued commands without waiting (and run pending task work).
     pub fn submit(&mut self) -> io::Result<()> {
         loop {
-            match self.ring.submit() {
+            match self.enter(0) {
                 Ok(_) => {
                     self.unsubmitted = 0;
                     return Ok(());
@@ -383,6 +445,44 @@ impl QueueRing {
     pub fn outstanding(&self) -> usize {
         self.entries.iter().filter(|e| e.with_kernel).count()
     }
+}
+
+const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_REGISTERED_RING: u32 = 16;
+const IORING_REGISTER_RING_FDS: u32 = 20;
+
+/// `struct io_uring_rsrc_update` (include/uapi/linux/io_uring.h).
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+/// Register ring fd `ring` with the calling thread; returns its index.
+fn register_ring_fd(ring: std::os::fd::RawFd) -> io::Result<u32> {
+    // offset u32::MAX: let the kernel pick a free slot and write it back.
+    let mut update = RsrcUpdate {
+        offset: u32::MAX,
+        resv: 0,
+        data: ring as u64,
+    };
+    // SAFETY: IORING_REGISTER_RING_FDS reads and writes back `nr_args` (1)
+    // io_uring_rsrc_update structs at the pointer; `update` is a live,
+    // properly laid out struct for the whole call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring as libc::c_long,
+            IORING_REGISTER_RING_FDS as libc::c_long,
+            &mut update as *mut RsrcUpdate,
+            1 as libc::c_long,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(update.offset)
 }
 
 impl Drop for QueueRing {
