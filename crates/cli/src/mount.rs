@@ -83,11 +83,13 @@ pub struct MountArgs {
     /// one application thread's readahead be served two READs at a time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub queue_threads: u16,
-    /// Scheduling of the serving threads: normal, or idle (SCHED_IDLE: an
-    /// application woken by a reply stays on its CPU, which about doubled
-    /// single-threaded request rates on a 2-core VM; but CPU-bound processes
-    /// on every CPU then starve the daemon).
-    #[arg(long, default_value = "normal")]
+    /// Scheduling of the serving threads: adaptive (SCHED_IDLE while they
+    /// never wait for a CPU, so an application woken by a reply stays on
+    /// its CPU instead of waking a halted one; normal while they do wait
+    /// and while the mount is idle; needs root or CAP_SYS_NICE, else
+    /// normal); normal; or idle (always SCHED_IDLE: CPU-bound processes
+    /// then starve the daemon). See DESIGN.md.
+    #[arg(long, default_value = "adaptive")]
     pub thread_policy: fusebox::session::ThreadPolicy,
     /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).
     #[arg(long, default_value = "ssd")]

@@ -218,6 +218,7 @@ fn mutated_requests_never_panic() {
         data: DataOut::with_capacity(1 << 16),
         stats: Arc::new(WorkerStats::new("t")),
         slot: 0,
+        guard: None,
     };
     let seeds = seeds();
     // The seeds themselves are served normally.

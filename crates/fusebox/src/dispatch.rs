@@ -30,11 +30,23 @@ pub struct InflightSlot {
     interrupted: AtomicU64,
 }
 
-/// Per-worker state the dispatcher needs: reply buffer, stats, inflight slot.
+/// Per-worker state the dispatcher needs: reply buffer, stats, inflight
+/// slot; and the thread-policy guard its transport loop reports to.
 pub struct Worker {
     pub data: DataOut,
     pub stats: Arc<WorkerStats>,
     pub slot: usize,
+    pub guard: Option<crate::thread_policy::Guarded>,
+}
+
+impl Worker {
+    /// The transport served a batch of requests.
+    #[inline]
+    pub fn served(&self) {
+        if let Some(g) = &self.guard {
+            g.touch();
+        }
+    }
 }
 
 pub struct Dispatcher<F> {

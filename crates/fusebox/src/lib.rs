@@ -21,6 +21,7 @@ pub mod protocol;
 pub mod session;
 pub mod stats;
 pub mod sys;
+pub mod thread_policy;
 pub mod transport;
 pub mod types;
 

@@ -21,6 +21,7 @@ use crate::protocol::{
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::sys::uring::QueueRing;
 use crate::transport::dev::{self, DevChannel, WorkerExit};
+use crate::thread_policy;
 use crate::transport::{uring, TransportKind, UringConfig};
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
@@ -47,42 +48,7 @@ pub struct SessionConfig {
     pub stats_socket: bool,
 }
 
-/// How the kernel schedules the threads that serve requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ThreadPolicy {
-    /// SCHED_OTHER, like any thread.
-    #[default]
-    Normal,
-    /// SCHED_IDLE. A CPU running only SCHED_IDLE threads counts as idle when
-    /// the kernel places a woken task, so an application woken by a reply
-    /// stays on the CPU its request came from (and its io_uring queue)
-    /// instead of moving to an idle CPU and paying a cross-CPU wake-up on
-    /// every request. The cost: CPU-bound processes on every CPU leave these
-    /// threads almost no time, so requests crawl while the machine is
-    /// saturated. For dedicated or lightly loaded machines only.
-    Idle,
-}
-
-impl ThreadPolicy {
-    /// Apply to the calling thread.
-    fn enter(self) -> std::io::Result<()> {
-        match self {
-            ThreadPolicy::Normal => Ok(()),
-            ThreadPolicy::Idle => crate::sys::set_sched_idle(),
-        }
-    }
-}
-
-impl std::str::FromStr for ThreadPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "normal" => Ok(ThreadPolicy::Normal),
-            "idle" => Ok(ThreadPolicy::Idle),
-            _ => Err(format!("unknown thread policy {s:?} (normal or idle)")),
-        }
-    }
-}
+pub use crate::thread_policy::ThreadPolicy;
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -92,7 +58,7 @@ impl Default for SessionConfig {
             workers: cpus.max(2),
             pin_workers: false,
             uring: UringConfig::default(),
-            thread_policy: ThreadPolicy::Normal,
+            thread_policy: ThreadPolicy::Adaptive,
             stats_socket: true,
         }
     }
@@ -246,6 +212,16 @@ impl<F: Filesystem> Session<F> {
         let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
         let registered_rings = Arc::new(AtomicUsize::new(0));
 
+        // Without the right to take threads back from SCHED_IDLE the
+        // adaptive policy degrades to normal: slower, never unsafe.
+        let guard = match cfg.thread_policy {
+            ThreadPolicy::Adaptive => thread_policy::Guard::start()
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "thread policy adaptive unavailable; serving threads stay normal")
+                })
+                .ok(),
+            _ => None,
+        };
         let mut workers = Vec::with_capacity(classic_n + rings_n);
         for i in 0..classic_n {
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
@@ -256,6 +232,7 @@ impl<F: Filesystem> Session<F> {
                 data: DataOut::with_capacity(buf_size),
                 stats: stats[i].clone(),
                 slot: i,
+                guard: None,
             };
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
@@ -265,6 +242,7 @@ impl<F: Filesystem> Session<F> {
                 registered: registered_rings.clone(),
                 rings: rings_n,
             });
+            let guard = guard.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-dev-{i}"))
                 .spawn(move || {
@@ -276,6 +254,7 @@ impl<F: Filesystem> Session<F> {
                     if let Err(e) = policy.enter() {
                         tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
+                    worker.guard = guard.map(|g| g.register_current());
                     let r = dev::run_worker(
                         &dispatcher,
                         &channel,
@@ -307,12 +286,14 @@ impl<F: Filesystem> Session<F> {
                 data: DataOut::with_capacity(payload_len),
                 stats: stats[slot].clone(),
                 slot,
+                guard: None,
             };
             let live = live_workers.clone();
             let ucfg = cfg.uring;
             let policy = cfg.thread_policy;
             let queue_mount = mount.clone();
             let registered = registered_rings.clone();
+            let guard = guard.clone();
             let handle = std::thread::Builder::new()
                 .name(if k == 0 {
                     format!("fusebox-uring-{q}")
@@ -328,6 +309,7 @@ impl<F: Filesystem> Session<F> {
                     if let Err(e) = policy.enter() {
                         tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
+                    worker.guard = guard.map(|g| g.register_current());
                     // Built on its own thread: with single-issuer rings only the
                     // creating thread may submit.
                     let r = QueueRing::new(

@@ -98,15 +98,31 @@ pub fn pread_append(
     Ok(n)
 }
 
-/// Move the calling thread to the SCHED_IDLE policy (rustix has no
-/// sched_setscheduler).
-pub fn set_sched_idle() -> io::Result<()> {
+/// Move thread `tid` of this process (0: the calling thread) to SCHED_IDLE,
+/// or back to SCHED_OTHER (rustix has no sched_setscheduler).
+pub fn set_sched_policy(tid: i32, idle: bool) -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
+    let policy = if idle {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_OTHER
+    };
     // SAFETY: `param` is a valid sched_param for the duration of the call;
-    // pid 0 names the calling thread; nothing else is read or written.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    // `tid` names a thread (Linux takes thread ids here), or 0 the caller;
+    // nothing else is read or written.
+    let rc = unsafe { libc::sched_setscheduler(tid, policy, &param) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The scheduling policy of thread `tid` (0: the calling thread).
+pub fn sched_policy(tid: i32) -> io::Result<i32> {
+    // SAFETY: reads no memory; `tid` is a plain integer.
+    let rc = unsafe { libc::sched_getscheduler(tid) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc)
 }

@@ -83,6 +83,7 @@ pub fn run_worker<F: Filesystem>(
         match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
             Ok(n) => {
                 dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
+                worker.served();
                 if let Some(l) = linger {
                     let forget = InHeader::read_from_prefix(&buf[..n])
                         .is_ok_and(|(h, _)| Opcode(h.opcode).is_no_reply());

@@ -161,7 +161,9 @@ pub fn run_queue<F: Filesystem>(
                 poller.observe(t.elapsed());
             }
         }
+        let mut served = false;
         while let Some((idx, res)) = ring.next_completion() {
+            served = true;
             if res < 0 {
                 match -res {
                     // Too early or interrupted: the same command again (a
@@ -187,6 +189,9 @@ pub fn run_queue<F: Filesystem>(
                 continue;
             }
             serve_entry(dispatcher, ring, idx, worker)?;
+        }
+        if served {
+            worker.served();
         }
     }
     if let Some(e) = failure {
