@@ -87,65 +87,58 @@ type PeerSpec = (
 /// The peer suite's fusebox subjects over the backing directory. "hp" is
 /// configured as passthrough_hp runs by default (a day of entry, attribute
 /// and negative caching, the writeback cache; with passthrough, no
-/// writeback, which the kernel refuses alongside it); "best" adds
-/// fusebox's fastest serving settings (DESIGN.md, "Against libfuse's
+/// writeback, which the kernel refuses alongside it) with fusebox's own
+/// serving defaults; "plain" serves the way libfuse does (threads of the
+/// normal policy blocking in io_uring_enter, no polling), which isolates
+/// the cost of the request loop itself (DESIGN.md, "Against libfuse's
 /// io_uring").
 const PEER_SUBJECTS: &[PeerSpec] = &[
     (
         "fusebox-uring-hp",
-        "fusebox stackfs, io_uring, caching as passthrough_hp's default (--exclusive -o writeback_cache), default serving settings",
+        "fusebox stackfs, io_uring, caching as passthrough_hp's default (--exclusive -o writeback_cache), fusebox's serving defaults (adaptive thread policy and polling)",
         &["--transport", "uring", "--exclusive", "-o", "allow_other,writeback_cache"],
         LibfuseMode::Uring,
     ),
     (
+        "fusebox-uring-hp-plain",
+        "the same served as libfuse serves: normal thread policy, no polling (--thread-policy normal --poll off)",
+        &[
+            "--transport", "uring", "--exclusive", "--thread-policy", "normal", "--poll", "off",
+            "-o", "allow_other,writeback_cache",
+        ],
+        LibfuseMode::Uring,
+    ),
+    (
         "fusebox-uring-hp-pt",
-        "fusebox stackfs, io_uring + passthrough, caching as passthrough_hp's (--exclusive)",
+        "fusebox stackfs, io_uring + passthrough, caching as passthrough_hp's (--exclusive), serving defaults",
         &["--transport", "uring", "--exclusive", "-o", "allow_other,passthrough"],
         LibfuseMode::UringPassthrough,
     ),
     (
         "fusebox-uring-nocache",
-        "fusebox stackfs, io_uring, no caching as passthrough_hp --nocache (entry/attr/negative timeouts 0)",
+        "fusebox stackfs, io_uring, no caching as passthrough_hp --nocache (entry/attr/negative timeouts 0), serving defaults",
         &[
             "--transport", "uring",
             "-o", "allow_other,entry_timeout=0,attr_timeout=0,negative_timeout=0",
         ],
         LibfuseMode::UringNoCache,
     ),
-    (
-        "fusebox-best",
-        "fusebox stackfs, io_uring, caching as passthrough_hp's, SCHED_IDLE queue threads and adaptive polling",
-        &[
-            "--transport", "uring", "--exclusive", "--thread-policy", "idle", "--poll", "adaptive",
-            "-o", "allow_other,writeback_cache",
-        ],
-        LibfuseMode::Uring,
-    ),
-    (
-        "fusebox-best-pt",
-        "fusebox stackfs, io_uring + passthrough, caching as passthrough_hp's, SCHED_IDLE queue threads and adaptive polling",
-        &[
-            "--transport", "uring", "--exclusive", "--thread-policy", "idle", "--poll", "adaptive",
-            "-o", "allow_other,passthrough",
-        ],
-        LibfuseMode::UringPassthrough,
-    ),
 ];
 
 /// The round-trip row's subjects: attributes never cached, so every stat
 /// is one GETATTR the daemon answers with one fstat.
 const PEER_NOCACHE_SUBJECTS: &[PeerSpec] = &[
-    PEER_SUBJECTS[2],
+    PEER_SUBJECTS[3],
     (
-        "fusebox-best-nocache",
-        "fusebox stackfs, io_uring, timeouts 0, SCHED_IDLE queue threads and adaptive polling",
+        "fusebox-uring-nocache-plain",
+        "the same served as libfuse serves: normal thread policy, no polling",
         &[
             "--transport",
             "uring",
             "--thread-policy",
-            "idle",
+            "normal",
             "--poll",
-            "adaptive",
+            "off",
             "-o",
             "allow_other,entry_timeout=0,attr_timeout=0,negative_timeout=0",
         ],
@@ -251,7 +244,7 @@ fn backing_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
 const KNOBS: &[(&str, &str, &[&str])] = &[
     (
         "defaults",
-        "defaults: 1 s entry/attr timeouts, no negative caching, FOPEN_NOFLUSH, handle_killpriv_v2, readdirplus auto, max_write 1 MiB, O_TRUNC by SETATTR",
+        "defaults: 1 s entry/attr timeouts, no negative caching, FOPEN_NOFLUSH, handle_killpriv_v2, readdirplus auto, max_write 1 MiB, O_TRUNC by SETATTR, adaptive thread policy, adaptive polling",
         &[],
     ),
     ("flush", "FLUSH sent on every close (-o flush)", &["-o", "flush"]),
@@ -289,6 +282,16 @@ const KNOBS: &[(&str, &str, &[&str])] = &[
         "max-write-128k",
         "writes of at most 128 KiB (-o max_write=131072)",
         &["-o", "max_write=131072"],
+    ),
+    (
+        "policy-normal",
+        "serving threads of the normal policy, never SCHED_IDLE (--thread-policy normal)",
+        &["--thread-policy", "normal"],
+    ),
+    (
+        "poll-off",
+        "queue threads block in io_uring_enter at once, no polling (--poll off)",
+        &["--poll", "off"],
     ),
     (
         "readahead-1m",

@@ -504,8 +504,8 @@ pub fn suite(name: &str) -> Option<Suite> {
         "fastpath" => (fastpath(), 3, 2),
         // v2: the write workloads end with an fsync. v3: rewrite-5000 and
         // the atomic_o_trunc knob. v4: sequential reads and the readahead
-        // knob.
-        "knobs" => (knobs(), 3, 4),
+        // knob. v5: the thread-policy and polling knobs (new defaults).
+        "knobs" => (knobs(), 3, 5),
         "peer" => (peer(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),

@@ -72,8 +72,11 @@ pub struct MountArgs {
     /// io_uring: ring entries per queue thread.
     #[arg(long, default_value_t = 8)]
     pub queue_depth: usize,
-    /// io_uring: how queue threads wait: off, spin=US, adaptive[=US].
-    #[arg(long, default_value = "off", value_parser = parse_poll)]
+    /// io_uring: how queue threads wait: off, spin=US, adaptive[=US]
+    /// (spin up to US, 10 by default, only while recent waits were that
+    /// short; with the adaptive thread policy a spinning thread is
+    /// SCHED_IDLE and gives way to any other work at once).
+    #[arg(long, default_value = "adaptive", value_parser = parse_poll)]
     pub poll: fusebox::transport::uring::PollPolicy,
     /// io_uring: do not pin queue thread q to CPU q.
     #[arg(long)]
@@ -100,9 +103,11 @@ pub struct MountArgs {
     /// timingfs: size of each file (bytes; K, M, G suffixes).
     #[arg(long, default_value = "1G")]
     pub size: String,
-    /// stackfs: most O_PATH fds kept open for nodes.
-    #[arg(long, default_value_t = 8192)]
-    pub fd_cache: u64,
+    /// stackfs: most O_PATH fds kept open for nodes (default: the fd limit
+    /// less a fifth of it, at least 1,024 spared; the soft limit is first
+    /// raised to the hard one).
+    #[arg(long)]
+    pub fd_cache: Option<u64>,
     /// stackfs: SOURCE changes only through this mount, so names,
     /// attributes and failed lookups are cached for a day (passthrough_hp's
     /// default) instead of a second; `-o *_timeout=` still wins.
@@ -180,7 +185,10 @@ pub fn run(args: MountArgs) -> Result<()> {
                 &src,
                 StackOptions {
                     fs: opts.fs,
-                    fd_cache: args.fd_cache,
+                    fd_cache: args.fd_cache.unwrap_or_else(|| {
+                        raise_fd_limit();
+                        fusebox_examples::stackfs::default_fd_cache()
+                    }),
                     exclusive: args.exclusive,
                 },
             )
@@ -272,4 +280,18 @@ fn daemonize(args: &MountArgs) -> Result<()> {
         std::io::Read::read_to_string(&mut e, &mut err).ok();
     }
     bail!("the daemon failed ({status}):\n{}", err.trim())
+}
+
+/// Raise the soft fd limit to the hard one, as Go's runtime does for every
+/// program: the soft limit (often 1,024) only protects programs that
+/// select(2) on fd numbers, and the stackfs node cache is sized from it.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        l.current = l.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            tracing::debug!(error = %e, "cannot raise the soft fd limit");
+        }
+    }
 }

@@ -115,19 +115,12 @@ pub(crate) fn xattr_into(
     let mut tries = 0;
     loop {
         let size = query().map_err(errno)?;
-        let v = out.vec();
-        v.resize(size.min(room), 0);
-        match fill(&mut v[..]) {
-            Ok(n) => {
-                v.truncate(n);
-                return Ok(());
-            }
+        out.truncate(0);
+        match out.fill_with(size.min(room), &mut fill) {
+            Ok(_) => return Ok(()),
             // Grew between the two calls: ask again, a few times.
             Err(e) if e == rustix::io::Errno::RANGE && size < room && tries < 3 => tries += 1,
-            Err(e) => {
-                v.clear();
-                return Err(errno(e));
-            }
+            Err(e) => return Err(errno(e)),
         }
     }
 }

@@ -143,8 +143,13 @@ impl Filesystem for TimingFs {
         let len = attr.size.saturating_sub(args.offset).min(args.size as u64);
         // A deterministic pattern (byte = offset mod 251) lets tests check
         // that reads return the right bytes for the right offsets.
-        let v = out.vec();
-        v.extend((args.offset..args.offset + len).map(|o| (o % 251) as u8));
+        let offset = args.offset;
+        let _ = out.fill_with(len as usize, |buf| {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = ((offset + i as u64) % 251) as u8;
+            }
+            Ok::<usize, std::convert::Infallible>(buf.len())
+        });
         wait_until(start + self.profile.delay(len));
         Ok(())
     }

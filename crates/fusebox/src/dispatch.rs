@@ -33,7 +33,7 @@ pub struct InflightSlot {
 /// Per-worker state the dispatcher needs: reply buffer, stats, inflight
 /// slot; and the thread-policy guard its transport loop reports to.
 pub struct Worker {
-    pub data: DataOut,
+    pub data: DataOut<'static>,
     pub stats: Arc<WorkerStats>,
     pub slot: usize,
     pub guard: Option<crate::thread_policy::Guarded>,
@@ -124,6 +124,17 @@ fn open_out(o: Opened) -> abi::OpenOut {
     }
 }
 
+/// Where a reply's variable data is.
+#[derive(Clone, Copy)]
+pub enum ReplyData<'a> {
+    /// In a [`DataOut`] (the worker's, or one a transport lent that had to
+    /// move into a vector of its own).
+    Buffer(&'a DataOut<'a>),
+    /// Already in the transport's reply buffer, this many bytes, where the
+    /// reply's body starts ([`DataOut::in_place`]).
+    InPlace(usize),
+}
+
 /// Xattr replies: a size probe gets the size, a short buffer ERANGE.
 fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
     if requested == 0 {
@@ -174,16 +185,19 @@ impl<F: Filesystem> Dispatcher<F> {
     /// Serve a request whose fixed arguments and payload arrived apart
     /// (io_uring). Only the call happens here; the transport answers with
     /// [`Dispatcher::finish`] once it may write into the buffers the
-    /// request was borrowed from.
+    /// request was borrowed from. Reply data goes to `out` if given (a
+    /// buffer the transport lends, see [`DataOut::lent`]), else to the
+    /// worker's own.
     pub fn process_split(
         &self,
         header: abi::InHeader,
         args: &[u8],
         payload: &[u8],
         w: &mut Worker,
+        out: Option<&mut DataOut<'_>>,
     ) -> Pending {
         match parse_split(header, args, payload, self.parse) {
-            Ok(req) => self.process(req, w),
+            Ok(req) => self.process_into(req, w, out),
             Err(e) => Self::rejected(Some(header), e),
         }
     }
@@ -228,6 +242,15 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// Call the filesystem. The result holds no borrow of the request.
     pub fn process(&self, req: Request<'_>, w: &mut Worker) -> Pending {
+        self.process_into(req, w, None)
+    }
+
+    fn process_into(
+        &self,
+        req: Request<'_>,
+        w: &mut Worker,
+        out: Option<&mut DataOut<'_>>,
+    ) -> Pending {
         let start = Instant::now();
         let opcode = req.opcode();
         let unique = req.unique();
@@ -247,8 +270,9 @@ impl<F: Filesystem> Dispatcher<F> {
             interrupt_slot: Some(&slot.interrupted),
         };
         let node = req.node();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            self.call(&ctx, node, req.op, &mut w.data)
+        let outcome = catch_unwind(AssertUnwindSafe(|| match out {
+            Some(out) => self.call(&ctx, node, req.op, out),
+            None => self.call(&ctx, node, req.op, &mut w.data),
         }));
         slot.current.store(0, Ordering::Release);
 
@@ -278,23 +302,39 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// Send the reply of a processed request and record its statistics.
     pub fn finish(&self, p: Pending, w: &mut Worker, sink: &dyn ReplySink) {
+        self.finish_with(p, &w.stats, ReplyData::Buffer(&w.data), sink);
+    }
+
+    /// [`Dispatcher::finish`] for a request processed into a buffer of the
+    /// transport's (`process_split` with `out`).
+    pub fn finish_with(
+        &self,
+        p: Pending,
+        stats: &WorkerStats,
+        data: ReplyData<'_>,
+        sink: &dyn ReplySink,
+    ) {
         let failed = p.result.is_err();
-        if let Err(e) = self.send(p.unique, p.result, &w.data, sink) {
+        if let Err(e) = self.send(p.unique, p.result, data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
                 tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
         }
-        w.stats.record(p.opcode, p.start.elapsed(), failed);
+        stats.record(p.opcode, p.start.elapsed(), failed);
     }
 
     fn send(
         &self,
         unique: u64,
         result: Result<Outcome, Errno>,
-        data: &DataOut,
+        data: ReplyData<'_>,
         sink: &dyn ReplySink,
     ) -> std::io::Result<()> {
+        let wire = match data {
+            ReplyData::Buffer(d) => d.wire(),
+            ReplyData::InPlace(_) => &[],
+        };
         let outcome = match result {
             Ok(o) => o,
             Err(e) => return send_error(sink, unique, e),
@@ -308,16 +348,21 @@ impl<F: Filesystem> Dispatcher<F> {
             Outcome::Create(e, o) => Body {
                 fixed: e.as_bytes(),
                 data: o.as_bytes(),
+                in_place: 0,
             },
             Outcome::Write(o) => Body::fixed(o),
             Outcome::Statfs(s) => Body::fixed(s),
-            Outcome::Data => Body::data(data.wire()),
+            Outcome::Data => match data {
+                ReplyData::Buffer(_) => Body::data(wire),
+                ReplyData::InPlace(n) => Body::in_place(n),
+            },
             Outcome::XattrSize(s) => Body::fixed(s),
             Outcome::Lk(l) => Body::fixed(l),
             Outcome::Bmap(b) => Body::fixed(b),
             Outcome::Ioctl(i) => Body {
                 fixed: i.as_bytes(),
-                data: data.wire(),
+                data: wire,
+                in_place: 0,
             },
             Outcome::Poll(p) => Body::fixed(p),
             Outcome::Lseek(l) => Body::fixed(l),
@@ -332,7 +377,7 @@ impl<F: Filesystem> Dispatcher<F> {
         ctx: &Ctx,
         node: NodeId,
         op: Op<'_>,
-        data: &mut DataOut,
+        data: &mut DataOut<'_>,
     ) -> Result<Outcome, Errno> {
         let fs = &*self.fs;
         Ok(match op {

@@ -35,6 +35,8 @@ impl Errno {
     pub const ELOOP: Errno = Errno(libc::ELOOP);
     pub const EINTR: Errno = Errno(libc::EINTR);
     pub const EPROTO: Errno = Errno(libc::EPROTO);
+    pub const EMFILE: Errno = Errno(libc::EMFILE);
+    pub const ENFILE: Errno = Errno(libc::ENFILE);
 
     /// The errno of the calling thread's last failed libc call.
     pub fn last() -> Errno {

@@ -20,8 +20,8 @@ use crate::protocol::{
 };
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::sys::uring::QueueRing;
-use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::thread_policy;
+use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::transport::{uring, TransportKind, UringConfig};
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
@@ -546,7 +546,7 @@ fn handshake<F: Filesystem>(
                     unique,
                     Ok(Body {
                         fixed: &out.as_bytes()[..len],
-                        data: &[],
+                        ..Body::EMPTY
                     }),
                 )
                 .map_err(Error::DeviceWrite)?;

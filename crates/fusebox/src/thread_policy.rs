@@ -244,7 +244,9 @@ fn kept_waiting(shared: &Shared) -> bool {
     let mut threads = shared.threads.lock().unwrap_or_else(|p| p.into_inner());
     let mut waited = false;
     for t in threads.iter_mut() {
-        let Some(now) = schedstat(t.tid) else { continue };
+        let Some(now) = schedstat(t.tid) else {
+            continue;
+        };
         if let Some((delay0, slices0)) = t.last {
             let delay = now.0.saturating_sub(delay0);
             let slices = now.1.saturating_sub(slices0).max(1);
@@ -328,7 +330,11 @@ mod tests {
 
     #[test]
     fn policies_parse_and_print() {
-        for p in [ThreadPolicy::Normal, ThreadPolicy::Idle, ThreadPolicy::Adaptive] {
+        for p in [
+            ThreadPolicy::Normal,
+            ThreadPolicy::Idle,
+            ThreadPolicy::Adaptive,
+        ] {
             assert_eq!(p.to_string().parse::<ThreadPolicy>(), Ok(p));
         }
         assert!("fast".parse::<ThreadPolicy>().is_err());
@@ -342,7 +348,8 @@ mod tests {
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let server = std::thread::spawn(move || {
             let g = g.register_current();
-            tx.send(rustix::thread::gettid().as_raw_nonzero().get()).unwrap();
+            tx.send(rustix::thread::gettid().as_raw_nonzero().get())
+                .unwrap();
             // Requests keep coming for a while, then stop.
             let until = Instant::now() + Duration::from_millis(300);
             while Instant::now() < until {
@@ -352,9 +359,13 @@ mod tests {
             stop_rx.recv().unwrap();
         });
         let tid = rx.recv().unwrap();
-        wait_for("SCHED_IDLE while busy", || policy_of(tid) == libc::SCHED_IDLE);
+        wait_for("SCHED_IDLE while busy", || {
+            policy_of(tid) == libc::SCHED_IDLE
+        });
         // Quiet: back to SCHED_OTHER after IDLE_TICKS ticks.
-        wait_for("SCHED_OTHER once quiet", || policy_of(tid) == libc::SCHED_OTHER);
+        wait_for("SCHED_OTHER once quiet", || {
+            policy_of(tid) == libc::SCHED_OTHER
+        });
         stop_tx.send(()).unwrap();
         server.join().unwrap();
     }
@@ -381,7 +392,8 @@ mod tests {
         let server = std::thread::spawn(move || {
             crate::transport::dev::pin_to_cpu(cpu).unwrap();
             let g = g.register_current();
-            tx.send(rustix::thread::gettid().as_raw_nonzero().get()).unwrap();
+            tx.send(rustix::thread::gettid().as_raw_nonzero().get())
+                .unwrap();
             // A serving thread with steady work that wants the CPU.
             while !stop2.load(Ordering::Relaxed) {
                 g.touch();

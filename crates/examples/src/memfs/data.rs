@@ -118,32 +118,28 @@ impl Content {
     }
 
     /// Append at most `len` bytes starting at `off` to `out`; fewer at EOF.
-    pub(super) fn read(&self, off: u64, len: usize, out: &mut Vec<u8>) -> usize {
+    pub(super) fn read(&self, off: u64, len: usize, out: &mut impl ReadInto) -> usize {
         if len == 0 || off >= self.size {
             return 0;
         }
         let end = off.saturating_add(len as u64).min(self.size);
-        let before = out.len();
-        out.reserve((end - off) as usize);
         let mut pos = off;
         for (&idx, page) in self.pages.range(off / PAGE..=(end - 1) / PAGE) {
             let start = idx * PAGE;
             if start > pos {
                 // A hole before this page.
-                out.resize(out.len() + (start - pos) as usize, 0);
+                out.zeroes((start - pos) as usize);
                 pos = start;
             }
             let stop = (start + PAGE).min(end);
             match page {
-                Some(p) => {
-                    out.extend_from_slice(&p[(pos - start) as usize..(stop - start) as usize])
-                }
-                None => out.resize(out.len() + (stop - pos) as usize, 0),
+                Some(p) => out.bytes(&p[(pos - start) as usize..(stop - start) as usize]),
+                None => out.zeroes((stop - pos) as usize),
             }
             pos = stop;
         }
-        out.resize(out.len() + (end - pos) as usize, 0);
-        out.len() - before
+        out.zeroes((end - pos) as usize);
+        (end - off) as usize
     }
 
     /// Write all of `data` at `off`, growing the file as needed.
@@ -268,6 +264,30 @@ impl Content {
             idx += 1;
         }
         Ok((idx * PAGE).max(off).min(self.size))
+    }
+}
+
+/// Where file contents are read to: a reply's [`DataOut`], or a vector.
+pub(super) trait ReadInto {
+    fn bytes(&mut self, b: &[u8]);
+    fn zeroes(&mut self, n: usize);
+}
+
+impl ReadInto for Vec<u8> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    fn zeroes(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+}
+
+impl ReadInto for fusebox::protocol::DataOut<'_> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    fn zeroes(&mut self, n: usize) {
+        self.extend_zeroed(n);
     }
 }
 

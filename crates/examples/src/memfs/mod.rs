@@ -693,7 +693,7 @@ impl Filesystem for MemFs {
     fn read(&self, _ctx: &Ctx, node: NodeId, args: &Read, out: &mut DataOut) -> FsResult<()> {
         let content = self.content(node.0)?;
         let want = (args.size as usize).min(out.remaining());
-        rlock(&content).read(args.offset, want, out.vec());
+        rlock(&content).read(args.offset, want, out);
         self.accessed(node.0);
         Ok(())
     }

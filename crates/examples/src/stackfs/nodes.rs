@@ -185,7 +185,34 @@ impl NodeTable {
             .map(|m| m.clone())
             .ok_or(Errno(libc::ESTALE))?;
         self.handle_opens.fetch_add(1, Ordering::Relaxed);
-        sys::open_by_handle_at(mount.as_fd(), &n.handle, flags).map_err(Errno::from)
+        let open = || sys::open_by_handle_at(mount.as_fd(), &n.handle, flags).map_err(Errno::from);
+        match open() {
+            Err(Errno::EMFILE | Errno::ENFILE) if self.shed() > 0 => open(),
+            r => r,
+        }
+    }
+
+    /// The process ran out of fds: close an eighth of the cached ones
+    /// (at least one) so the open that failed can be retried. Returns how
+    /// many were closed.
+    pub fn shed(&self) -> usize {
+        let want = (self.fd_cache.entry_count() / 8).max(1) as usize;
+        let victims: Vec<Arc<u64>> = self.fd_cache.iter().take(want).map(|(k, _)| k).collect();
+        let mut closed = 0;
+        for id in victims {
+            if let Some(slot) = self.fd_cache.remove(&*id) {
+                if slot
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .is_some()
+                {
+                    closed += 1;
+                }
+            }
+        }
+        tracing::debug!(closed, "out of fds: node cache shed");
+        closed
     }
 
     /// Cache `fd`, an O_PATH fd of `id`, as if `fd(id)` had opened it.

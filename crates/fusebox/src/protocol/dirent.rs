@@ -18,13 +18,13 @@ fn padded(len: usize) -> usize {
 
 /// A READDIR or READDIRPLUS reply being filled. Each entry carries the
 /// offset of the *next* entry: the kernel passes it back to continue.
-pub struct DirEntries<'a> {
-    out: &'a mut DataOut,
+pub struct DirEntries<'a, 'b> {
+    out: &'a mut DataOut<'b>,
     plus: bool,
 }
 
-impl<'a> DirEntries<'a> {
-    pub(crate) fn new(out: &'a mut DataOut, plus: bool) -> Self {
+impl<'a, 'b> DirEntries<'a, 'b> {
+    pub(crate) fn new(out: &'a mut DataOut<'b>, plus: bool) -> Self {
         DirEntries { out, plus }
     }
 

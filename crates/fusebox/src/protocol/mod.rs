@@ -6,7 +6,7 @@ mod dirent;
 pub mod init;
 mod notify;
 mod parse;
-mod reply;
+pub mod reply;
 
 pub use dirent::DirEntries;
 pub use init::{Connection, InitConfig};

@@ -13,36 +13,54 @@ use crate::error::Errno;
 
 /// Where replies go: the transport's side of the parse contract.
 pub trait ReplySink {
-    /// Send one message made of `parts` laid end to end.
+    /// Send one message made of `parts` laid end to end. The out header
+    /// (the first part) may count more bytes than the parts hold: the rest
+    /// is already in place in the transport's buffer ([`Body::in_place`]);
+    /// only a transport that lends its buffers gets such replies.
     fn send(&self, parts: &[&[u8]]) -> io::Result<()>;
 }
 
-/// The body of a successful reply: up to two byte slices.
+/// The body of a successful reply: up to two byte slices, or data the
+/// transport's buffer already holds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Body<'a> {
     pub fixed: &'a [u8],
     pub data: &'a [u8],
+    /// Bytes of the body already in place in the transport's reply buffer
+    /// (io_uring payload), after `fixed` and `data`: counted in the
+    /// header's length, not sent as a part.
+    pub in_place: usize,
 }
 
 impl<'a> Body<'a> {
     pub const EMPTY: Body<'static> = Body {
         fixed: &[],
         data: &[],
+        in_place: 0,
     };
     pub fn fixed<T: IntoBytes + zerocopy::Immutable>(v: &'a T) -> Body<'a> {
         Body {
             fixed: v.as_bytes(),
             data: &[],
+            in_place: 0,
         }
     }
     pub fn data(d: &'a [u8]) -> Body<'a> {
         Body {
             fixed: &[],
             data: d,
+            in_place: 0,
+        }
+    }
+    pub fn in_place(n: usize) -> Body<'static> {
+        Body {
+            fixed: &[],
+            data: &[],
+            in_place: n,
         }
     }
     pub fn len(&self) -> usize {
-        self.fixed.len() + self.data.len()
+        self.fixed.len() + self.data.len() + self.in_place
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -86,26 +104,86 @@ pub fn send_error(sink: &dyn ReplySink, unique: u64, e: Errno) -> io::Result<()>
     sink.send(&[header.as_bytes()])
 }
 
-/// A reusable buffer for variable-length reply data (READ, READLINK, xattrs,
-/// READDIR). Each worker owns one; it keeps its capacity between requests so
-/// steady-state requests allocate nothing.
-#[derive(Debug, Default)]
-pub struct DataOut {
-    buf: Vec<u8>,
+/// Where variable-length reply data (READ, READLINK, xattrs, READDIR) is
+/// written. Each worker owns one that keeps its capacity between requests,
+/// so steady-state requests allocate nothing. The io_uring transport lends
+/// one over the ring entry's own payload buffer instead, for replies that
+/// are data alone: a READ is then read straight into the buffer the kernel
+/// copies the answer from, with no copy in between.
+#[derive(Debug)]
+pub struct DataOut<'a> {
+    store: Store<'a>,
     limit: usize,
 }
 
-impl DataOut {
-    pub fn with_capacity(cap: usize) -> DataOut {
+/// A [`DataOut`] after [`DataOut::detach`].
+#[derive(Debug)]
+pub enum Detached {
+    InPlace(usize),
+    Spilled(DataOut<'static>),
+}
+
+#[derive(Debug)]
+enum Store<'a> {
+    Own(Vec<u8>),
+    /// `len` bytes of `buf` written so far.
+    Lent {
+        buf: &'a mut [u8],
+        len: usize,
+    },
+}
+
+impl Default for DataOut<'_> {
+    fn default() -> Self {
+        DataOut::with_capacity(0)
+    }
+}
+
+impl<'a> DataOut<'a> {
+    pub fn with_capacity(cap: usize) -> DataOut<'static> {
         DataOut {
-            buf: Vec::with_capacity(cap),
+            store: Store::Own(Vec::with_capacity(cap)),
             limit: cap,
+        }
+    }
+
+    /// Reply data written in place into `buf`, for a request that accepts
+    /// at most `limit` bytes. Writing past the end of `buf` moves what was
+    /// written into a vector of its own (the reply is then copied as usual).
+    pub fn lent(buf: &'a mut [u8], limit: usize) -> DataOut<'a> {
+        DataOut {
+            store: Store::Lent { buf, len: 0 },
+            limit,
+        }
+    }
+
+    /// How many bytes, written in place into a lent buffer, form the reply;
+    /// `None` when the data is not (or no longer) in the lent buffer.
+    pub fn in_place(&self) -> Option<usize> {
+        match &self.store {
+            Store::Lent { len, .. } => Some((*len).min(self.limit)),
+            Store::Own(_) => None,
+        }
+    }
+
+    /// Let go of a lent buffer: how many bytes of the reply are in place
+    /// there, or the data itself if it had to move out.
+    pub fn detach(self) -> Detached {
+        match self.store {
+            Store::Lent { len, .. } => Detached::InPlace(len.min(self.limit)),
+            Store::Own(v) => Detached::Spilled(DataOut {
+                store: Store::Own(v),
+                limit: self.limit,
+            }),
         }
     }
 
     /// Empty the buffer for a request that accepts at most `limit` bytes.
     pub fn reset(&mut self, limit: usize) {
-        self.buf.clear();
+        match &mut self.store {
+            Store::Own(v) => v.clear(),
+            Store::Lent { len, .. } => *len = 0,
+        }
         self.limit = limit;
     }
 
@@ -116,17 +194,69 @@ impl DataOut {
 
     /// Room left before [`DataOut::limit`].
     pub fn remaining(&self) -> usize {
-        self.limit.saturating_sub(self.buf.len())
+        self.limit.saturating_sub(self.len())
+    }
+
+    /// Room for `n` more bytes: a lent buffer too small gives way to an
+    /// owned vector holding what was written.
+    fn make_room(&mut self, n: usize) {
+        if let Store::Lent { buf, len } = &self.store {
+            if len + n > buf.len() {
+                let mut v = Vec::with_capacity((len + n).max(self.limit));
+                v.extend_from_slice(&buf[..*len]);
+                self.store = Store::Own(v);
+            }
+        }
     }
 
     pub fn extend_from_slice(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
+        self.make_room(b.len());
+        match &mut self.store {
+            Store::Own(v) => v.extend_from_slice(b),
+            Store::Lent { buf, len } => {
+                buf[*len..*len + b.len()].copy_from_slice(b);
+                *len += b.len();
+            }
+        }
     }
 
-    /// The underlying vector, e.g. to `pread` into its spare capacity with
-    /// `rustix::buffer::spare_capacity`.
-    pub fn vec(&mut self) -> &mut Vec<u8> {
-        &mut self.buf
+    /// Append `n` zero bytes (holes of a sparse file).
+    pub fn extend_zeroed(&mut self, n: usize) {
+        self.make_room(n);
+        match &mut self.store {
+            Store::Own(v) => v.resize(v.len() + n, 0),
+            Store::Lent { buf, len } => {
+                buf[*len..*len + n].fill(0);
+                *len += n;
+            }
+        }
+    }
+
+    /// Append up to `n` bytes that `fill` writes into the slice it gets
+    /// (zeroed first in an owned buffer); it returns how many it wrote, and
+    /// on error nothing is appended.
+    pub fn fill_with<E>(
+        &mut self,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        self.make_room(n);
+        match &mut self.store {
+            Store::Own(v) => {
+                let start = v.len();
+                v.resize(start + n, 0);
+                let r = fill(&mut v[start..]);
+                v.truncate(start + r.as_ref().map_or(0, |&k| k.min(n)));
+                r
+            }
+            Store::Lent { buf, len } => {
+                let r = fill(&mut buf[*len..*len + n]);
+                if let Ok(k) = &r {
+                    *len += (*k).min(n);
+                }
+                r
+            }
+        }
     }
 
     /// Append up to `len` bytes read from `fd` at `offset` (no zero-fill);
@@ -138,23 +268,87 @@ impl DataOut {
         len: usize,
     ) -> io::Result<usize> {
         let len = len.min(self.remaining());
-        crate::sys::pread_append(fd, &mut self.buf, len, offset)
+        self.make_room(len);
+        match &mut self.store {
+            Store::Own(v) => crate::sys::pread_append(fd, v, len, offset),
+            Store::Lent { buf, len: used } => {
+                let n = rustix::io::pread(fd, &mut buf[*used..*used + len], offset)?;
+                *used += n;
+                Ok(n)
+            }
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        &self.buf
+        match &self.store {
+            Store::Own(v) => v,
+            Store::Lent { buf, len } => &buf[..*len],
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.buf.len()
+        match &self.store {
+            Store::Own(v) => v.len(),
+            Store::Lent { len, .. } => *len,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len() == 0
+    }
+
+    /// Drop everything past the first `n` bytes.
+    pub fn truncate(&mut self, n: usize) {
+        match &mut self.store {
+            Store::Own(v) => v.truncate(n),
+            Store::Lent { len, .. } => *len = (*len).min(n),
+        }
     }
 
     /// What goes on the wire: never more than the kernel asked for.
     pub(crate) fn wire(&self) -> &[u8] {
-        &self.buf[..self.buf.len().min(self.limit)]
+        let s = self.as_slice();
+        &s[..s.len().min(self.limit)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lent_buffer_takes_data_in_place_until_it_is_full() {
+        let mut backing = [0xffu8; 8];
+        let mut out = DataOut::lent(&mut backing, 8);
+        out.extend_from_slice(b"abc");
+        out.extend_zeroed(2);
+        assert_eq!(
+            out.fill_with(2, |b| {
+                b.copy_from_slice(b"xy");
+                Ok::<_, ()>(2)
+            }),
+            Ok(2)
+        );
+        assert_eq!(out.in_place(), Some(7));
+        assert_eq!(out.as_slice(), b"abc\0\0xy");
+        // Past the end: moved to a vector of its own, nothing lost.
+        out.extend_from_slice(b"0123");
+        assert_eq!(out.in_place(), None);
+        assert_eq!(out.as_slice(), b"abc\0\0xy0123");
+        assert_eq!(out.wire(), b"abc\0\0xy0");
+        drop(out);
+        assert_eq!(&backing[..7], b"abc\0\0xy");
+    }
+
+    #[test]
+    fn a_failed_fill_appends_nothing() {
+        let mut out = DataOut::with_capacity(16);
+        out.extend_from_slice(b"ab");
+        assert_eq!(out.fill_with(4, |_| Err::<usize, _>("no")), Err("no"));
+        assert_eq!(out.as_slice(), b"ab");
+        let mut backing = [0u8; 8];
+        let mut lent = DataOut::lent(&mut backing, 8);
+        assert!(lent.fill_with(4, |_| Err::<usize, _>(())).is_err());
+        assert_eq!(lent.in_place(), Some(0));
     }
 }

@@ -424,6 +424,50 @@ impl QueueRing {
         })
     }
 
+    /// The request in entry `idx` and, when it carries nothing in the
+    /// payload buffer (READ, READDIR: fixed arguments only), that buffer to
+    /// write the answer's data into in place. The two are separate
+    /// allocations, so the request's slices and the buffer never overlap.
+    pub fn request_and_spare(
+        &mut self,
+        idx: usize,
+    ) -> io::Result<(RingRequest<'_>, Option<&mut [u8]>)> {
+        let h = self.header(idx)?;
+        let header = abi::InHeader::read_from_prefix(&h[IN_OUT..])
+            .map_err(|_| io::Error::other("short header"))?
+            .0;
+        let ent = abi::UringEntInOut::read_from_prefix(&h[ENT_IN_OUT..])
+            .map_err(|_| io::Error::other("short header"))?
+            .0;
+        if ent.payload_sz != 0 {
+            return Ok((self.request(idx)?, None));
+        }
+        let e = &self.entries[idx];
+        let op_len = (header.len as usize)
+            .saturating_sub(size_of::<abi::InHeader>())
+            .min(128);
+        // SAFETY: the entry is not with the kernel (checked by `header`), so
+        // nothing else writes either buffer until the next push, which needs
+        // `&mut self`, held by both borrows returned here. The header
+        // buffer is only read (shared slice), the payload buffer only
+        // through this one mutable slice, and they are two allocations.
+        let (op_in, spare) = unsafe {
+            (
+                std::slice::from_raw_parts(e.header.ptr.as_ptr().add(OP_IN), op_len),
+                std::slice::from_raw_parts_mut(e.payload.ptr.as_ptr(), e.payload.len),
+            )
+        };
+        Ok((
+            RingRequest {
+                header,
+                op_in,
+                payload: &[],
+                commit_id: ent.commit_id,
+            },
+            Some(spare),
+        ))
+    }
+
     /// Buffers to write the answer of entry `idx` into.
     pub fn reply_buffers(&mut self, idx: usize) -> io::Result<ReplyBuffers<'_>> {
         let e = &mut self.entries[idx];

@@ -74,7 +74,9 @@ impl Default for UringConfig {
             depth: 8,
             threads_per_queue: 1,
             pin: true,
-            poll: uring::PollPolicy::Off,
+            poll: uring::PollPolicy::Adaptive {
+                window: std::time::Duration::from_micros(10),
+            },
             ring: Default::default(),
         }
     }

@@ -13,10 +13,13 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::dispatch::{Dispatcher, Worker};
+use zerocopy::FromBytes;
+
+use crate::dispatch::{Dispatcher, ReplyData, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
-use crate::protocol::ReplySink;
+use crate::protocol::reply::Detached;
+use crate::protocol::{DataOut, ReplySink};
 use crate::sys::uring::{QueueRing, ReplyBuffers};
 use crate::transport::dev::WorkerExit;
 
@@ -95,20 +98,38 @@ impl ReplySink for RingSink<'_> {
         let (head, body) = parts
             .split_first()
             .ok_or_else(|| io::Error::other("empty reply"))?;
-        b.in_out[..head.len()].copy_from_slice(head);
+        let header = fusebox_abi::OutHeader::read_from_bytes(head)
+            .map_err(|_| io::Error::other("reply header of the wrong size"))?;
+        // The header counts the whole body; beyond the parts given, the rest
+        // was written in place into the payload (a lent DataOut).
+        let body_len = (header.len as usize).saturating_sub(head.len());
+        if body_len > b.payload.len() {
+            return Err(io::Error::from_raw_os_error(libc::EOVERFLOW));
+        }
         let mut off = 0;
         for p in body {
             let dst = b
                 .payload
                 .get_mut(off..off + p.len())
+                .filter(|_| off + p.len() <= body_len)
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
             dst.copy_from_slice(p);
             off += p.len();
         }
-        self.payload_len.set(off);
+        b.in_out[..head.len()].copy_from_slice(head);
+        self.payload_len.set(body_len);
         self.sent.set(true);
         Ok(())
     }
+}
+
+/// Requests whose answer is data alone, read or built straight into the
+/// entry's payload buffer when the request left it empty.
+fn answers_in_place(opcode: u32) -> bool {
+    matches!(
+        fusebox_abi::Opcode(opcode),
+        fusebox_abi::Opcode::READ | fusebox_abi::Opcode::READDIR | fusebox_abi::Opcode::READDIRPLUS
+    )
 }
 
 /// Serve one ring of a queue until the kernel ends every entry (unmount or abort).
@@ -213,13 +234,22 @@ fn serve_entry<F: Filesystem>(
     idx: usize,
     w: &mut Worker,
 ) -> Result<(), Error> {
-    let (pending, commit_id, unique) = {
-        let r = ring.request(idx)?;
-        (
-            d.process_split(r.header, r.op_in, r.payload, w),
-            r.commit_id,
-            r.header.unique,
-        )
+    let (pending, commit_id, unique, spilled) = {
+        let (r, spare) = ring.request_and_spare(idx)?;
+        match spare.filter(|_| answers_in_place(r.header.opcode)) {
+            Some(buf) => {
+                let limit = buf.len();
+                let mut out = DataOut::lent(buf, limit);
+                let p = d.process_split(r.header, r.op_in, r.payload, w, Some(&mut out));
+                (p, r.commit_id, r.header.unique, Some(out.detach()))
+            }
+            None => (
+                d.process_split(r.header, r.op_in, r.payload, w, None),
+                r.commit_id,
+                r.header.unique,
+                None,
+            ),
+        }
     };
     let needs_reply = pending.needs_reply();
     let len = {
@@ -228,7 +258,15 @@ fn serve_entry<F: Filesystem>(
             payload_len: Cell::new(0),
             sent: Cell::new(false),
         };
-        d.finish(pending, w, &sink);
+        match &spilled {
+            None => d.finish(pending, w, &sink),
+            Some(Detached::InPlace(n)) => {
+                d.finish_with(pending, &w.stats, ReplyData::InPlace(*n), &sink)
+            }
+            Some(Detached::Spilled(data)) => {
+                d.finish_with(pending, &w.stats, ReplyData::Buffer(data), &sink)
+            }
+        }
         if !sink.sent.get() {
             // No answer went out: a request that takes none still holds the
             // entry (commit an empty success to re-arm it); one whose answer

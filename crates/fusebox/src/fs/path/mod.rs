@@ -509,7 +509,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         ctx: &Ctx,
         node: NodeId,
         args: &Read,
-        out: &mut DirEntries<'_>,
+        out: &mut DirEntries<'_, '_>,
     ) -> FsResult<()> {
         let path = self.path(node, true)?;
         let skip = args.offset;
