@@ -1345,6 +1345,7 @@ mod tests {
             is_fusebox: fb,
             is_peer: peer,
             unavailable: None,
+            matches: None,
         };
         let mut libfuse = subject("libfuse", false, true);
         libfuse.unavailable = Some("libfuse3-dev is not installed".into());
@@ -1603,6 +1604,40 @@ mod tests {
         assert!(
             !text.contains("## Other charts"),
             "every chart placed in its section"
+        );
+    }
+
+    #[test]
+    fn matched_pairs_and_costs_per_operation_are_reported() {
+        let mut r = sample();
+        for s in &mut r.subjects {
+            if s.name == "fusebox" {
+                s.matches = Some("fuser".into());
+            }
+        }
+        for w in &mut r.workloads {
+            for x in &mut w.per_subject {
+                x.ops = vec![1000.0; x.values.len()];
+                x.daemon_cpu_s = vec![0.004; x.values.len()];
+                x.daemon_ctx_switches = vec![3000.0; x.values.len()];
+            }
+        }
+        let md = markdown(&r, &[]);
+        assert!(md.contains("## Matched pairs"), "{md}");
+        // Latency row: fuser 10 us, fusebox 8 us: fusebox / peer = 1.25.
+        assert!(
+            md.contains(
+                "| `rfuse/nullfs-getattr-latency` | us | `fusebox` | `fuser` | 8.0 | 10.0 | 1.25 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("## Cost per operation"), "{md}");
+        // 0.004 s over 1,000 operations: 4 us and 3 switches each.
+        assert!(md.contains("| 4.00 |") && md.contains("| 3.00 |"), "{md}");
+        let t = terminal_table(&r);
+        assert!(
+            t.contains("Matched pairs") && t.contains("fusebox / fuser"),
+            "{t}"
         );
     }
 }

@@ -322,8 +322,110 @@ fn idle_thread_policy_reaches_every_serving_thread() {
     let out = fusebox(&["mount", "memfs", m, "--thread-policy", "fifo"]);
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("normal or idle"),
+        String::from_utf8_lossy(&out.stderr).contains("normal, idle or adaptive"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The default policy: serving threads are SCHED_IDLE while requests flow,
+/// and back to normal once the mount is quiet (a request arriving then is
+/// never left to SCHED_IDLE behind CPU-bound work).
+#[test]
+fn adaptive_thread_policy_idles_only_while_busy() {
+    const SCHED_IDLE: u32 = 5;
+    let dir = scratch("adaptive");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let m = mnt.to_str().unwrap();
+    let out = fusebox(&["mount", "memfs", m, "-o", "attr_timeout=0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _guard = Guard(mnt.clone());
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    let out = fusebox(&["stats", m, "--json"]);
+    let pid = serde_json::from_slice::<fusebox::stats::Snapshot>(&out.stdout)
+        .unwrap()
+        .pid;
+    let serving_policies = || -> Vec<u32> {
+        thread_policies(pid)
+            .into_iter()
+            .filter(|(name, _)| {
+                name.starts_with("fusebox-dev") || name.starts_with("fusebox-uring")
+            })
+            .map(|(_, p)| p)
+            .collect()
+    };
+    // Busy: every stat is a GETATTR.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (stop, f) = (stop.clone(), mnt.join("f"));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::metadata(&f).unwrap();
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !serving_policies().contains(&SCHED_IDLE) {
+        assert!(
+            Instant::now() < deadline,
+            "no serving thread went SCHED_IDLE under load"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    // Quiet: all back to normal within a few ticks.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serving_policies().iter().any(|&p| p != 0) {
+        assert!(
+            Instant::now() < deadline,
+            "serving threads stayed SCHED_IDLE on a quiet mount: {:?}",
+            serving_policies()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `fusebox stats` works the moment the mount appears (the endpoint is up
+/// before mount(2)); it used to fail about one time in five over io_uring.
+#[test]
+fn stats_answer_as_soon_as_the_mount_appears() {
+    let dir = scratch("early");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let uring = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|v| v.trim() == "Y");
+    for i in 0..8 {
+        let transport = if uring && i % 2 == 1 {
+            "uring"
+        } else {
+            "classic"
+        };
+        let mut child = Command::new(BIN)
+            .args(["mount", "memfs", "-f", "--transport", transport])
+            .arg(&mnt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let guard = Guard(mnt.clone());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(&mnt) {
+            assert!(Instant::now() < deadline, "mount did not appear");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("daemon exited: {status}");
+            }
+            std::hint::spin_loop();
+        }
+        let snap = fusebox::stats::fetch(&mnt);
+        drop(guard);
+        let _ = child.wait();
+        let snap = snap.unwrap_or_else(|e| panic!("round {i} ({transport}): {e}"));
+        assert_eq!(snap.pid, child.id());
+    }
 }

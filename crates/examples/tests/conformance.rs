@@ -956,6 +956,29 @@ fn small_fd_cache_reopens_nodes_by_handle() {
     );
 }
 
+/// A file written and closed through the mount is stat'ed next (cp, tar,
+/// make): its node keeps an fd after the last close, so that GETATTR opens
+/// nothing. With the O_PATH fd dropped at RELEASE, every stat here reopened
+/// its file by handle (200 opens).
+#[test]
+fn stat_after_close_reopens_nothing() {
+    let m = TestMount::stackfs();
+    for i in 0..200 {
+        fs::write(m.mnt.join(format!("w{i}")), b"0123456789abcdef").unwrap();
+    }
+    // RELEASE travels on its own after close(2) returns.
+    m.snapshot_when(|s| s.op("RELEASE").is_some_and(|o| o.count >= 200));
+    let before = m.filesystem::<fusebox_examples::StackFs>().handle_opens();
+    for i in 0..200 {
+        assert_eq!(fs::metadata(m.mnt.join(format!("w{i}"))).unwrap().len(), 16);
+    }
+    let opens = m.filesystem::<fusebox_examples::StackFs>().handle_opens() - before;
+    assert_eq!(
+        opens, 0,
+        "{opens} reopens by handle for 200 stats after close"
+    );
+}
+
 /// Under the writeback cache, data not yet written back must still count as
 /// data: SEEK_DATA/SEEK_HOLE may be coarse (the whole file is data) but
 /// never report a hole over bytes just written.

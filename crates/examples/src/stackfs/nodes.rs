@@ -405,4 +405,49 @@ mod tests {
             fd_table_size()
         );
     }
+
+    #[test]
+    fn out_of_fds_the_cache_gives_some_back() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let open = |p: &std::path::Path, flags| {
+            rustix::fs::open(p, flags, rustix::fs::Mode::empty()).unwrap()
+        };
+        let table = NodeTable::new(
+            open(dir.path(), rustix::fs::OFlags::PATH),
+            open(dir.path(), rustix::fs::OFlags::RDONLY),
+            64,
+        );
+        for i in 0..16 {
+            let p = dir.path().join(format!("f{i}"));
+            std::fs::write(&p, b"x").unwrap();
+            let fd = open(&p, rustix::fs::OFlags::PATH);
+            let st = rustix::fs::fstat(&fd).unwrap();
+            let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).unwrap();
+            let id = table
+                .register(handle, &st, || unreachable!("device known"))
+                .unwrap();
+            table.keep_fd(id, fd);
+        }
+        table.fd_cache.run_pending_tasks();
+        assert_eq!(table.fd_cache.entry_count(), 16);
+        // An eighth of 16, and those fds are closed, not just forgotten.
+        assert_eq!(table.shed(), 2);
+        table.fd_cache.run_pending_tasks();
+        assert_eq!(table.fd_cache.entry_count(), 14);
+    }
+
+    #[test]
+    fn the_default_fd_cache_leaves_room_under_the_fd_limit() {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let cache = crate::stackfs::default_fd_cache();
+        assert!((256..=262_144).contains(&cache));
+        if limit >= 2048 {
+            assert!(
+                cache + 1024 <= limit,
+                "{cache} cached fds under a limit of {limit}"
+            );
+        }
+    }
 }

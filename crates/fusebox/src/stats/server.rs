@@ -44,6 +44,9 @@ pub struct StatsServer {
     bound: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     waker: UnixListener,
+    /// The serving thread's id, to see from outside that it sleeps.
+    #[cfg_attr(not(test), allow(dead_code))]
+    tid: Option<i32>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -73,15 +76,20 @@ impl StatsServer {
         let waker = listener.try_clone().map_err(err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let (tid_tx, tid_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("fusebox-stats".into())
-            .spawn(move || serve(listener, stop2, snapshot))
+            .spawn(move || {
+                let _ = tid_tx.send(rustix::thread::gettid().as_raw_nonzero().get());
+                serve(listener, stop2, snapshot)
+            })
             .map_err(err)?;
         Ok(StatsServer {
             path,
             bound,
             stop,
             waker,
+            tid: tid_rx.recv().ok(),
             thread: Some(thread),
         })
     }
@@ -212,6 +220,34 @@ pub fn fetch(mountpoint: &Path) -> Result<Snapshot, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn voluntary_switches(tid: i32) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    }
+
+    /// An idle mount's stats thread sleeps in accept: it used to poll every
+    /// 50 ms (six wake-ups in this window).
+    #[test]
+    fn an_idle_stats_server_does_not_wake_up() {
+        let mnt = tempfile::tempdir().unwrap();
+        let server = StatsServer::start(mnt.path(), Snapshot::default).unwrap();
+        let tid = server.tid.unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = voluntary_switches(tid);
+        std::thread::sleep(Duration::from_millis(300));
+        let woke = voluntary_switches(tid) - before;
+        assert!(woke == 0, "the stats thread woke {woke} times while idle");
+        // It still answers, and stops when dropped.
+        assert!(fetch(mnt.path()).is_ok());
+        let t = std::time::Instant::now();
+        drop(server);
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
 
     #[test]
     fn a_starting_daemon_removes_sockets_nobody_listens_on() {
