@@ -5,7 +5,9 @@
 # connection, is mounted by fusebox itself when needed and unmounted after.)
 set -euo pipefail
 need=()
-for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3; do
+# meson, ninja-build, g++, liburing-dev: to build libfuse's io_uring peer
+# when the bench is given a libfuse source tree (--libfuse-src).
+for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

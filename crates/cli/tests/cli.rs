@@ -334,11 +334,17 @@ fn idle_thread_policy_reaches_every_serving_thread() {
 #[test]
 fn adaptive_thread_policy_idles_only_while_busy() {
     const SCHED_IDLE: u32 = 5;
+    let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
+    if std::fs::read_to_string(ENABLE_URING).map_or(true, |v| v.trim() != "Y")
+    {
+        eprintln!("skipped: FUSE-over-io_uring is off");
+        return;
+    }
     let dir = scratch("adaptive");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let m = mnt.to_str().unwrap();
-    let out = fusebox(&["mount", "memfs", m, "-o", "attr_timeout=0"]);
+    let out = fusebox(&["mount", "memfs", m, "--transport", "uring", "-o", "attr_timeout=0"]);
     assert!(
         out.status.success(),
         "{}",
@@ -350,12 +356,10 @@ fn adaptive_thread_policy_idles_only_while_busy() {
     let pid = serde_json::from_slice::<fusebox::stats::Snapshot>(&out.stdout)
         .unwrap()
         .pid;
-    let serving_policies = || -> Vec<u32> {
+    let policies_of = |prefix: &str| -> Vec<u32> {
         thread_policies(pid)
             .into_iter()
-            .filter(|(name, _)| {
-                name.starts_with("fusebox-dev") || name.starts_with("fusebox-uring")
-            })
+            .filter(|(name, _)| name.starts_with(prefix))
             .map(|(_, p)| p)
             .collect()
     };
@@ -370,22 +374,28 @@ fn adaptive_thread_policy_idles_only_while_busy() {
         })
     };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !serving_policies().contains(&SCHED_IDLE) {
+    while !policies_of("fusebox-uring").contains(&SCHED_IDLE) {
         assert!(
             Instant::now() < deadline,
-            "no serving thread went SCHED_IDLE under load"
+            "no queue thread went SCHED_IDLE under load"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The classic worker (FORGET, INTERRUPT) stays normal.
+    assert!(
+        policies_of("fusebox-dev").iter().all(|&p| p == 0),
+        "{:?}",
+        thread_policies(pid)
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     load.join().unwrap();
     // Quiet: all back to normal within a few ticks.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while serving_policies().iter().any(|&p| p != 0) {
+    while policies_of("fusebox-uring").iter().any(|&p| p != 0) {
         assert!(
             Instant::now() < deadline,
-            "serving threads stayed SCHED_IDLE on a quiet mount: {:?}",
-            serving_policies()
+            "queue threads stayed SCHED_IDLE on a quiet mount: {:?}",
+            thread_policies(pid)
         );
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -398,8 +408,8 @@ fn stats_answer_as_soon_as_the_mount_appears() {
     let dir = scratch("early");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let uring = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
-        .is_ok_and(|v| v.trim() == "Y");
+    let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
+    let uring = std::fs::read_to_string(ENABLE_URING).is_ok_and(|v| v.trim() == "Y");
     for i in 0..8 {
         let transport = if uring && i % 2 == 1 {
             "uring"

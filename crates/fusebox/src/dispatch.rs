@@ -314,14 +314,16 @@ impl<F: Filesystem> Dispatcher<F> {
         data: ReplyData<'_>,
         sink: &dyn ReplySink,
     ) {
-        let failed = p.result.is_err();
+        // Recorded before the reply leaves: once the application has seen a
+        // request complete, `fusebox stats` counts it (recording after the
+        // send let a preempted worker lag behind what the caller had done).
+        stats.record(p.opcode, p.start.elapsed(), p.result.is_err());
         if let Err(e) = self.send(p.unique, p.result, data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
                 tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
         }
-        stats.record(p.opcode, p.start.elapsed(), failed);
     }
 
     fn send(

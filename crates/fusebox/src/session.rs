@@ -242,7 +242,6 @@ impl<F: Filesystem> Session<F> {
                 registered: registered_rings.clone(),
                 rings: rings_n,
             });
-            let guard = guard.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("fusebox-dev-{i}"))
                 .spawn(move || {
@@ -254,7 +253,6 @@ impl<F: Filesystem> Session<F> {
                     if let Err(e) = policy.enter() {
                         tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                     }
-                    worker.guard = guard.map(|g| g.register_current());
                     let r = dev::run_worker(
                         &dispatcher,
                         &channel,

@@ -70,6 +70,9 @@ impl SourceFile {
 pub struct StackOptions {
     pub fs: FsOptions,
     /// Most O_PATH fds kept open for nodes (the rest are reopened by handle).
+    /// The default, [`default_fd_cache`], spends the process's fd limit on
+    /// one filesystem: a process serving several, or running its own
+    /// application beside them, divides it.
     pub fd_cache: u64,
     /// The source changes only through this mount, so the kernel may cache
     /// names, attributes and negative lookups for a day (timeouts given
@@ -275,14 +278,24 @@ impl StackFs {
     /// Pin the node with its opened file (xattr calls and an unlinked
     /// inode need it), keep the file and answer the open; undo the pin on
     /// failure.
-    fn finish_open(&self, node: NodeId, fd: SourceFile) -> FsResult<Opened> {
+    fn finish_open(&self, node: NodeId, fd: SourceFile, open_flags: i32) -> FsResult<Opened> {
         let file = Arc::new(fd.fd);
         self.nodes.pin_with(node, file.clone())?;
         let fh = FileHandle(self.next_handle.fetch_add(1, Ordering::Relaxed));
         match self.opened(node, &file, fh) {
             Ok(mut o) => {
-                if fd.uncached {
+                // O_DIRECT asks for no page cache anyway; FOPEN_DIRECT_IO
+                // also spares each read the attribute refresh the cached
+                // read path makes (auto_inval_data: a GETATTR per read when
+                // attributes are not cached) and allows parallel direct
+                // writes, as passthrough_hp does. Not with passthrough,
+                // which excludes it.
+                let direct = open_flags & libc::O_DIRECT != 0 && o.flags & fopen::PASSTHROUGH == 0;
+                if fd.uncached || direct {
                     o.flags |= fopen::DIRECT_IO;
+                }
+                if direct {
+                    o.flags |= fopen::PARALLEL_DIRECT_WRITES;
                 }
                 self.handles
                     .insert(fh.0, Arc::new(Handle::File { fd: file, node }));
@@ -599,7 +612,7 @@ impl Filesystem for StackFs {
         if a.kill_suidgid && a.flags & libc::O_TRUNC != 0 {
             kill_suidgid(&fd.fd)?;
         }
-        self.finish_open(node, fd)
+        self.finish_open(node, fd, a.flags)
     }
 
     fn read(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DataOut) -> FsResult<()> {
@@ -810,7 +823,7 @@ impl Filesystem for StackFs {
         let (node, st) = self.register_fd(&fd.fd)?;
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
-        match self.finish_open(node, fd) {
+        match self.finish_open(node, fd, a.flags) {
             Ok(o) => Ok((Entry::new(node, FileAttr::from(&st), self.t()), o)),
             Err(e) => {
                 self.nodes.forget(node, 1);
@@ -832,7 +845,7 @@ impl Filesystem for StackFs {
             .map_err(errno)
         })?;
         let (node, st) = self.register_fd(&file.fd)?;
-        let opened = match self.finish_open(node, file) {
+        let opened = match self.finish_open(node, file, a.flags) {
             Ok(o) => o,
             Err(e) => {
                 self.nodes.forget(node, 1);

@@ -237,6 +237,9 @@ impl TestMount {
         std::fs::create_dir(&src).unwrap();
         let mut stack = StackOptions {
             fs: opts.fs,
+            // The default budgets the whole fd limit for one mount; this
+            // process runs two at once and is their application too.
+            fd_cache: 4096,
             ..Default::default()
         };
         tune(&mut stack);

@@ -208,13 +208,16 @@ pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
         };
         for w in workers {
             let c = &w.ops[idx];
-            s.count += c.count.load(Ordering::Relaxed);
             s.errors += c.errors.load(Ordering::Relaxed);
             s.total_ns += c.total_ns.load(Ordering::Relaxed);
             for (b, a) in s.bins.iter_mut().zip(&c.bins) {
                 *b += a.load(Ordering::Relaxed);
             }
         }
+        // The count is the bins' sum, not the count counter read a moment
+        // earlier: a request recorded between the two reads would leave a
+        // snapshot whose histogram disagrees with its count.
+        s.count = s.bins.iter().sum();
         if s.count > 0 {
             s.name = if idx == 0 {
                 "UNKNOWN".into()
