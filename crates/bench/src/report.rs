@@ -532,7 +532,7 @@ fn group_blurb(g: &str) -> &'static str {
         "xfuse" => "XFUSE (ATC '21): random 4 KiB reads on TimingFS, which emulates a fast device's latency.",
         "macro" => "filebench personalities: fileserver, webserver, varmail.",
         "quick" => "One workload of each kind, short runs: the README's demo.",
-        "peer" => "fusebox against libfuse's own FUSE-over-io_uring (passthrough_hp built from a libfuse source tree): fusebox configured like passthrough_hp (caching, passthrough) and in its best serving settings; the same fast-path workloads, and one GETATTR round trip with nothing cached.",
+        "peer" => "fusebox against libfuse's own FUSE-over-io_uring (passthrough_hp built from a libfuse source tree): fusebox configured like passthrough_hp (caching, passthrough) and in its best serving settings; the same fast-path workloads, and one GETATTR round trip with nothing cached. How to tell a row the kernel limits for both: compare it with the machine's round trip (Machine, above) and with the daemon CPU per operation (Cost per operation): a row whose time per request is the round trip plus the same daemon CPU on both sides has nothing left for a daemon to win. The per-request breakdown of both daemons and the rows it limits are in DESIGN.md, \"Against libfuse's io_uring\".",
         _ => "",
     }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use fusebox_bench::results::BenchResults;
 use fusebox_bench::runner::{self, Backing, BenchOptions};
 
 #[derive(Args)]
@@ -53,16 +54,37 @@ pub struct BenchArgs {
     /// (+ benchmarks/) for the `all` suite, benchmarks-SUITE.md otherwise.
     #[arg(long)]
     pub publish: bool,
+    /// Run nothing: render the report of a saved run (its results.json)
+    /// again, e.g. after the report's text changed; with --publish, into
+    /// docs/ under the saved run's suite.
+    #[arg(long, value_name = "RESULTS_JSON", conflicts_with_all = ["quick", "reps", "filter", "libfuse_src"])]
+    pub report_from: Option<PathBuf>,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    let results = match &args.report_from {
+        Some(json) => {
+            let text = std::fs::read_to_string(json)
+                .with_context(|| format!("reading {}", json.display()))?;
+            serde_json::from_str::<BenchResults>(&text).with_context(|| {
+                format!("{} is not a fusebox bench results file", json.display())
+            })?
+        }
+        None => run_suite(&args)?,
+    };
+    let suite = results.suite.clone();
+    print!("{}", fusebox_bench::report::terminal_table(&results));
+    write_reports(args, &results, &suite)
+}
+
+fn run_suite(args: &BenchArgs) -> Result<BenchResults> {
     let suite = if args.quick {
         "quick".to_string()
     } else {
         args.suite.clone()
     };
     let opts = BenchOptions {
-        suite: suite.clone(),
+        suite,
         workdir: args.workdir.clone(),
         backing: if args.backing == "tmpfs" {
             Backing::Tmpfs
@@ -76,14 +98,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
         fusebox_bin: std::env::current_exe().context("locating the fusebox binary")?,
         progress: true,
     };
-    let results = runner::run(&opts).context("running the benchmark")?;
-    print!("{}", fusebox_bench::report::terminal_table(&results));
+    runner::run(&opts).context("running the benchmark")
+}
+
+fn write_reports(args: BenchArgs, results: &BenchResults, suite: &str) -> Result<()> {
     let out = args.out.unwrap_or_else(|| {
         args.workdir
             .join("results")
             .join(format!("{suite}-{}", results.started.replace(':', "")))
     });
-    let report = fusebox_bench::report::write_report(&results, &out)
+    let report = fusebox_bench::report::write_report(results, &out)
         .with_context(|| format!("writing the report to {}", out.display()))?;
     println!(
         "\nreport: {}\ndata:   {}",
@@ -93,13 +117,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.publish {
         // `all` is the reference report; another suite gets a page of its
         // own beside it instead of replacing it.
-        let name = match suite.as_str() {
+        let name = match suite {
             "all" => "benchmarks".to_string(),
             other => format!("benchmarks-{other}"),
         };
         let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs");
         let dir = docs.join(&name);
-        let md = fusebox_bench::report::write_report(&results, &dir)?;
+        let md = fusebox_bench::report::write_report(results, &dir)?;
         let text = std::fs::read_to_string(&md)?.replace("](charts/", &format!("]({name}/charts/"));
         let page = docs.join(format!("{name}.md"));
         std::fs::write(&page, text)?;

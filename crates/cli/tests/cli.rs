@@ -335,8 +335,7 @@ fn idle_thread_policy_reaches_every_serving_thread() {
 fn adaptive_thread_policy_idles_only_while_busy() {
     const SCHED_IDLE: u32 = 5;
     let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
-    if std::fs::read_to_string(ENABLE_URING).map_or(true, |v| v.trim() != "Y")
-    {
+    if std::fs::read_to_string(ENABLE_URING).map_or(true, |v| v.trim() != "Y") {
         eprintln!("skipped: FUSE-over-io_uring is off");
         return;
     }
@@ -344,7 +343,15 @@ fn adaptive_thread_policy_idles_only_while_busy() {
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let m = mnt.to_str().unwrap();
-    let out = fusebox(&["mount", "memfs", m, "--transport", "uring", "-o", "attr_timeout=0"]);
+    let out = fusebox(&[
+        "mount",
+        "memfs",
+        m,
+        "--transport",
+        "uring",
+        "-o",
+        "attr_timeout=0",
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -438,4 +445,44 @@ fn stats_answer_as_soon_as_the_mount_appears() {
         let snap = snap.unwrap_or_else(|e| panic!("round {i} ({transport}): {e}"));
         assert_eq!(snap.pid, child.id());
     }
+}
+
+/// `fusebox bench --report-from` renders a saved run again without running
+/// anything, and says clearly when the file is not a results file.
+#[test]
+fn a_saved_bench_run_renders_again() {
+    let dir = scratch("report");
+    let saved = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/benchmarks-peer/results.json"
+    );
+    let out_dir = dir.path().join("out");
+    let out = Command::new(BIN)
+        .args(["bench", "--report-from", saved, "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("suite `peer`") && md.contains("## Matched pairs"),
+        "{md}"
+    );
+    assert!(out_dir.join("results.json").exists());
+    let bogus = dir.path().join("bogus.json");
+    std::fs::write(&bogus, b"{\"not\": \"results\"}").unwrap();
+    let out = Command::new(BIN)
+        .args(["bench", "--report-from"])
+        .arg(&bogus)
+        .arg("--out")
+        .arg(dir.path().join("out2"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a fusebox bench results file"), "{err}");
 }

@@ -956,22 +956,37 @@ fn small_fd_cache_reopens_nodes_by_handle() {
     );
 }
 
-/// A file written and closed through the mount is stat'ed next (cp, tar,
-/// make): its node keeps an fd after the last close, so that GETATTR opens
-/// nothing. With the O_PATH fd dropped at RELEASE, every stat here reopened
-/// its file by handle (200 opens).
+/// A file read and closed through the mount is often stat'ed next: its
+/// node keeps the read-only fd after the last close, so that GETATTR opens
+/// nothing. With the fd closed at RELEASE, every stat here reopened its
+/// file by handle (200 opens).
 #[test]
 fn stat_after_close_reopens_nothing() {
-    let m = TestMount::stackfs();
+    // Attributes never cached: every stat below is a GETATTR. No
+    // default_permissions: its GETATTR before each open would cache the
+    // node's fd on its own.
+    let m = TestMount::stackfs_with_options("allow_other,attr_timeout=0");
     for i in 0..200 {
         fs::write(m.mnt.join(format!("w{i}")), b"0123456789abcdef").unwrap();
     }
-    // RELEASE travels on its own after close(2) returns.
-    m.snapshot_when(|s| s.op("RELEASE").is_some_and(|o| o.count >= 200));
-    let before = m.filesystem::<fusebox_examples::StackFs>().handle_opens();
+    // Read back: the last close of a read-only file leaves its fd with
+    // the node (RELEASE travels on its own after close(2) returns).
+    for i in 0..200 {
+        assert_eq!(fs::read(m.mnt.join(format!("w{i}"))).unwrap().len(), 16);
+    }
+    m.snapshot_when(|s| s.op("RELEASE").is_some_and(|o| o.count >= 400));
+    let getattrs = |m: &TestMount| m.snapshot().op("GETATTR").map_or(0, |o| o.count);
+    let (before, getattrs_before) = (
+        m.filesystem::<fusebox_examples::StackFs>().handle_opens(),
+        getattrs(&m),
+    );
     for i in 0..200 {
         assert_eq!(fs::metadata(m.mnt.join(format!("w{i}"))).unwrap().len(), 16);
     }
+    assert!(
+        getattrs(&m) - getattrs_before >= 200,
+        "the stats were not GETATTRs"
+    );
     let opens = m.filesystem::<fusebox_examples::StackFs>().handle_opens() - before;
     assert_eq!(
         opens, 0,

@@ -187,17 +187,20 @@ impl<F: Filesystem> Dispatcher<F> {
     /// [`Dispatcher::finish`] once it may write into the buffers the
     /// request was borrowed from. Reply data goes to `out` if given (a
     /// buffer the transport lends, see [`DataOut::lent`]), else to the
-    /// worker's own.
+    /// worker's own. `received` is when the transport saw the request (its
+    /// service time starts there): a ring thread reads the clock once per
+    /// wake-up for the whole batch, not once per request.
     pub fn process_split(
         &self,
         header: abi::InHeader,
         args: &[u8],
         payload: &[u8],
+        received: Instant,
         w: &mut Worker,
         out: Option<&mut DataOut<'_>>,
     ) -> Pending {
         match parse_split(header, args, payload, self.parse) {
-            Ok(req) => self.process_into(req, w, out),
+            Ok(req) => self.process_into(req, received, w, out),
             Err(e) => Self::rejected(Some(header), e),
         }
     }
@@ -242,16 +245,16 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// Call the filesystem. The result holds no borrow of the request.
     pub fn process(&self, req: Request<'_>, w: &mut Worker) -> Pending {
-        self.process_into(req, w, None)
+        self.process_into(req, Instant::now(), w, None)
     }
 
     fn process_into(
         &self,
         req: Request<'_>,
+        start: Instant,
         w: &mut Worker,
         out: Option<&mut DataOut<'_>>,
     ) -> Pending {
-        let start = Instant::now();
         let opcode = req.opcode();
         let unique = req.unique();
         let slot = &self.slots[w.slot % self.slots.len()];
@@ -301,29 +304,36 @@ impl<F: Filesystem> Dispatcher<F> {
     }
 
     /// Send the reply of a processed request and record its statistics.
-    pub fn finish(&self, p: Pending, w: &mut Worker, sink: &dyn ReplySink) {
-        self.finish_with(p, &w.stats, ReplyData::Buffer(&w.data), sink);
+    pub fn finish(&self, p: Pending, w: &mut Worker, sink: &dyn ReplySink) -> Instant {
+        self.finish_with(p, &w.stats, ReplyData::Buffer(&w.data), sink)
     }
 
     /// [`Dispatcher::finish`] for a request processed into a buffer of the
-    /// transport's (`process_split` with `out`).
+    /// transport's (`process_split` with `out`). Returns the moment the
+    /// request was recorded as done, for a transport that times its waits.
     pub fn finish_with(
         &self,
         p: Pending,
         stats: &WorkerStats,
         data: ReplyData<'_>,
         sink: &dyn ReplySink,
-    ) {
+    ) -> Instant {
         // Recorded before the reply leaves: once the application has seen a
         // request complete, `fusebox stats` counts it (recording after the
         // send let a preempted worker lag behind what the caller had done).
-        stats.record(p.opcode, p.start.elapsed(), p.result.is_err());
+        let done = Instant::now();
+        stats.record(
+            p.opcode,
+            done.saturating_duration_since(p.start),
+            p.result.is_err(),
+        );
         if let Err(e) = self.send(p.unique, p.result, data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
                 tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
         }
+        done
     }
 
     fn send(

@@ -308,20 +308,30 @@ impl StackFs {
         }
     }
 
-    /// The last open of `node` is closing: keep an O_PATH fd of it in the
-    /// node cache while there is room. A stat or utime of a file just
-    /// written (cp, tar, make) comes next, and reopening the file by handle
-    /// then cost ~4 us inside a synchronous GETATTR; reopening it here, in
-    /// RELEASE, which no application waits for, costs one /proc open.
-    fn keep_path_fd(&self, node: NodeId, file: &OwnedFd) {
+    /// The last open of `node` is closing; keep an fd of it for the node
+    /// while the cache has room. The stat or utime that so often follows a
+    /// close (cp, tar, make, ls -l) then finds it, where a reopen by handle
+    /// inside the synchronous GETATTR cost a third of a stat's rate. A
+    /// read-only file simply stays open as the node's fd. A file open for
+    /// writing must not (its writer count would make the file unexecutable,
+    /// ETXTBSY), so it becomes an O_PATH fd through /proc. The price is on
+    /// creates (see DESIGN.md, "stackfs and the 20,000-fd limit").
+    fn keep_node_fd(&self, node: NodeId, file: Arc<OwnedFd>) {
         if !self.nodes.wants_fd(node) {
             return;
         }
-        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let Ok(flags) = rustix::fs::fcntl_getfl(&*file) else {
+            return;
+        };
+        if (flags & OFlags::ACCMODE) == OFlags::RDONLY {
+            self.nodes.keep_fd(node, file);
+            return;
+        }
+        let path = OFlags::PATH | OFlags::CLOEXEC;
         if let Ok(fd) =
-            rustix::fs::openat(&self.proc_self_fd, proc_name(file), flags, Mode::empty())
+            rustix::fs::openat(&self.proc_self_fd, proc_name(&file), path, Mode::empty())
         {
-            self.nodes.keep_fd(node, fd);
+            self.nodes.keep_fd(node, Arc::new(fd));
         }
     }
 
@@ -403,7 +413,7 @@ impl StackFs {
             Err(e) => return Err(errno(e)),
         };
         let (node, st) = self.register_fd(&fd)?;
-        self.nodes.keep_fd(node, fd);
+        self.nodes.keep_fd(node, Arc::new(fd));
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
     }
 
@@ -643,7 +653,7 @@ impl Filesystem for StackFs {
                 let last = self.nodes.unpin(*node);
                 self.release_backing(last.backing);
                 if let Some(file) = last.file {
-                    self.keep_path_fd(*node, &file);
+                    self.keep_node_fd(*node, file);
                 }
             }
         }

@@ -100,7 +100,9 @@ impl NodeTable {
                 .eviction_listener(move |id: Arc<u64>, (), _| {
                     // Whatever the cause (size, `forget`, `shed`): the node,
                     // if it is still there, gives its cached fd back.
-                    let node = evicted.upgrade().and_then(|m| m.get(&*id).map(|n| n.clone()));
+                    let node = evicted
+                        .upgrade()
+                        .and_then(|m| m.get(&*id).map(|n| n.clone()));
                     if let Some(n) = node {
                         n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
                     }
@@ -220,7 +222,13 @@ impl NodeTable {
         let mut closed = 0;
         for id in victims {
             if let Some(n) = self.nodes.get(&*id) {
-                if n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take().is_some() {
+                if n.pin
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .path
+                    .take()
+                    .is_some()
+                {
                     closed += 1;
                 }
             }
@@ -230,15 +238,16 @@ impl NodeTable {
         closed
     }
 
-    /// Cache `fd`, an O_PATH fd of `id`, as if `fd(id)` had opened it.
-    pub fn keep_fd(&self, id: NodeId, fd: OwnedFd) {
+    /// Cache `fd`, an fd of `id` (O_PATH or a read-only file), as if
+    /// `fd(id)` had opened it.
+    pub fn keep_fd(&self, id: NodeId, fd: Arc<OwnedFd>) {
         if id == NodeId::ROOT {
             return;
         }
         // A FORGET may have removed the node meanwhile (FORGETs and
         // RELEASEs travel apart): then the fd just closes here.
         if let Ok(n) = self.node(id) {
-            self.cache(id, &n, Arc::new(fd));
+            self.cache(id, &n, fd);
         }
     }
 
@@ -247,10 +256,13 @@ impl NodeTable {
     pub fn wants_fd(&self, id: NodeId) -> bool {
         id != NodeId::ROOT
             && self.cache_has_room()
-            && self
-                .nodes
-                .get(&id.0)
-                .is_some_and(|n| n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.is_none())
+            && self.nodes.get(&id.0).is_some_and(|n| {
+                n.pin
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .path
+                    .is_none()
+            })
     }
 
     fn cache(&self, id: NodeId, n: &Node, fd: Arc<OwnedFd>) {
@@ -445,7 +457,7 @@ mod tests {
             let id = table
                 .register(handle, &st, || unreachable!("device known"))
                 .unwrap();
-            table.keep_fd(id, fd);
+            table.keep_fd(id, Arc::new(fd));
         }
         table.fd_cache.run_pending_tasks();
         assert_eq!(table.fd_cache.entry_count(), 16);

@@ -184,6 +184,13 @@ impl TestMount {
         }
     }
 
+    /// stackfs over classic with these `-o` options only.
+    pub fn stackfs_with_options(options: &str) -> TestMount {
+        let mut o = Options::default();
+        o.apply(options).unwrap();
+        Self::stackfs_configured(Transport::Classic, &o, |_| {})
+    }
+
     pub fn stackfs() -> TestMount {
         Self::stackfs_on(Transport::Classic)
     }
