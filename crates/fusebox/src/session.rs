@@ -72,10 +72,9 @@ pub struct Session<F: Filesystem> {
     notifier: Notifier,
     workers: Vec<JoinHandle<Result<WorkerExit, Error>>>,
     live_workers: Arc<AtomicUsize>,
-    stats: Arc<Vec<Arc<WorkerStats>>>,
     stats_server: Option<StatsServer>,
-    transport: TransportKind,
-    started: Instant,
+    /// The one way a snapshot is made, shared with the stats socket.
+    snapshot: Arc<dyn Fn() -> Snapshot + Send + Sync>,
 }
 
 /// What INIT settled, for snapshots taken once it is known.
@@ -91,7 +90,7 @@ fn snapshot_fn(
     transport: TransportKind,
     stats: Arc<Vec<Arc<WorkerStats>>>,
     negotiated: Arc<OnceLock<Negotiated>>,
-) -> impl Fn() -> Snapshot + Send + 'static {
+) -> impl Fn() -> Snapshot + Send + Sync + 'static {
     let mountpoint = std::fs::canonicalize(mountpoint)
         .unwrap_or_else(|_| mountpoint.to_path_buf())
         .display()
@@ -161,9 +160,15 @@ impl<F: Filesystem> Session<F> {
         // visible: a script that waits for the mount can read stats at once.
         // What INIT negotiates is filled in when it is known.
         let negotiated = Arc::new(OnceLock::new());
+        let snapshot: Arc<dyn Fn() -> Snapshot + Send + Sync> = Arc::new(snapshot_fn(
+            mountpoint,
+            transport,
+            stats.clone(),
+            negotiated.clone(),
+        ));
         let stats_server = if cfg.stats_socket {
-            let snap = snapshot_fn(mountpoint, transport, stats.clone(), negotiated.clone());
-            StatsServer::start(mountpoint, snap)
+            let snap = snapshot.clone();
+            StatsServer::start(mountpoint, move || snap())
                 .inspect_err(|e| {
                     tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
                 })
@@ -345,30 +350,14 @@ impl<F: Filesystem> Session<F> {
             notifier,
             workers,
             live_workers,
-            stats,
             stats_server,
-            transport,
-            started: Instant::now(),
+            snapshot,
         })
     }
 
     /// Current per-request-type statistics.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            mountpoint: self.mount.mountpoint().display().to_string(),
-            pid: std::process::id(),
-            transport: self.transport.to_string(),
-            workers: self.stats.iter().map(|w| w.total()).collect(),
-            proto_minor: self.conn.proto_minor,
-            flags: self
-                .conn
-                .flag_names()
-                .into_iter()
-                .map(String::from)
-                .collect(),
-            uptime_ms: self.started.elapsed().as_millis() as u64,
-            ops: stats::collect(&self.stats),
-        }
+        (self.snapshot)()
     }
 
     pub fn mountpoint(&self) -> &Path {

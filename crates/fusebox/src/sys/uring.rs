@@ -397,8 +397,9 @@ impl QueueRing {
         Ok(unsafe { std::slice::from_raw_parts_mut(e.header.ptr.as_ptr(), HEADER_LEN) })
     }
 
-    /// The request the kernel put in entry `idx`.
-    pub fn request(&self, idx: usize) -> io::Result<RingRequest<'_>> {
+    /// Entry `idx`'s header buffer with the FUSE header and the ring's
+    /// entry header read from it.
+    fn headers(&self, idx: usize) -> io::Result<(&[u8], abi::InHeader, abi::UringEntInOut)> {
         let h = self.header(idx)?;
         let header = abi::InHeader::read_from_prefix(&h[IN_OUT..])
             .map_err(|_| io::Error::other("short header"))?
@@ -406,6 +407,12 @@ impl QueueRing {
         let ent = abi::UringEntInOut::read_from_prefix(&h[ENT_IN_OUT..])
             .map_err(|_| io::Error::other("short header"))?
             .0;
+        Ok((h, header, ent))
+    }
+
+    /// The request the kernel put in entry `idx`.
+    pub fn request(&self, idx: usize) -> io::Result<RingRequest<'_>> {
+        let (h, header, ent) = self.headers(idx)?;
         let e = &self.entries[idx];
         let payload_len = (ent.payload_sz as usize).min(e.payload.len);
         // in.len counts the header, op_in and payload; the difference is the
@@ -432,13 +439,7 @@ impl QueueRing {
         &mut self,
         idx: usize,
     ) -> io::Result<(RingRequest<'_>, Option<&mut [u8]>)> {
-        let h = self.header(idx)?;
-        let header = abi::InHeader::read_from_prefix(&h[IN_OUT..])
-            .map_err(|_| io::Error::other("short header"))?
-            .0;
-        let ent = abi::UringEntInOut::read_from_prefix(&h[ENT_IN_OUT..])
-            .map_err(|_| io::Error::other("short header"))?
-            .0;
+        let (_, header, ent) = self.headers(idx)?;
         if ent.payload_sz != 0 {
             return Ok((self.request(idx)?, None));
         }
