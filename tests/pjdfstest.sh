@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs pjdfstest on native tmpfs and on each fusebox example filesystem that
 # stores data (stackfs, memfs, and pathfs through the path-level API) over
-# each transport, plus stackfs with passthrough and with the cached
-# configuration, and fails unless every run has the same failures as native
-# (none).
+# each transport, plus stackfs with passthrough, with the cached
+# configuration and through the async API (--async-api), and fails unless
+# every run has the same failures as native (none).
 # Needs root, pjdfstest (cargo install pjdfstest) and a release build of
 # the fusebox binary (BIN, default target/release/fusebox).
 set -euo pipefail
@@ -36,14 +36,16 @@ runs=0
 # arguments. io_uring rows run only where the kernel has it switched on.
 configs="stackfs-classic stackfs classic
 memfs-classic memfs classic
-pathfs-classic pathfs classic"
+pathfs-classic pathfs classic
+memfs-classic-async memfs classic --async-api"
 if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
   configs="$configs
 stackfs-uring stackfs uring
 memfs-uring memfs uring
 pathfs-uring pathfs uring
 stackfs-uring-passthrough stackfs uring -o passthrough
-stackfs-uring-cached stackfs uring --exclusive -o writeback_cache"
+stackfs-uring-cached stackfs uring --exclusive -o writeback_cache
+stackfs-uring-async stackfs uring --async-api"
 else
   echo "SKIPPED pjdfstest over io_uring: enable_uring is off"
 fi

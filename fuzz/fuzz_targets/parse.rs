@@ -32,7 +32,7 @@ fn dispatcher() -> &'static Dispatcher<MemFs> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut w = Worker { data: DataOut::with_capacity(1 << 16), stats: Arc::new(WorkerStats::new("fuzz")), slot: 0, guard: None };
+    let mut w = Worker::new(DataOut::with_capacity(1 << 16), Arc::new(WorkerStats::new("fuzz")), 0);
     dispatcher().dispatch_contiguous(data, &mut w, &CheckFraming);
     let _ = fusebox::protocol::parse_contiguous(data, ParseConfig { setxattr_ext: true });
 });

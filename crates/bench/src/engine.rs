@@ -154,7 +154,7 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
     let work = dataset_dir(dir, w);
     match &w.kind {
         // timingfs serves its own read-only files at the root.
-        Kind::Fio(f) if matches!(w.target, Target::TimingFs { .. }) => {
+        Kind::Fio(f) if matches!(w.target, Target::TimingFs { .. } | Target::Later { .. }) => {
             run_fio_on(f, dir, Some("file0"))
         }
         Kind::Fio(f) => run_fio(f, &work),
@@ -193,10 +193,15 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
         .arg(format!("--numjobs={}", f.threads))
         .arg(format!("--runtime={}", f.runtime.as_secs_f64()))
         .arg("--time_based")
-        .arg("--ioengine=psync")
         .arg("--group_reporting")
         .arg("--output-format=json")
         .arg(format!("--direct={}", u8::from(f.direct)));
+    match f.async_depth {
+        Some(depth) => cmd
+            .arg("--ioengine=libaio")
+            .arg(format!("--iodepth={depth}")),
+        None => cmd.arg("--ioengine=psync"),
+    };
     if f.rw.is_read() {
         cmd.arg("--readonly");
     }

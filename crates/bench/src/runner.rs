@@ -38,6 +38,10 @@ pub struct BenchOptions {
     pub libfuse_src: Option<PathBuf>,
     /// The `fusebox` binary that serves fusebox subjects.
     pub fusebox_bin: PathBuf,
+    /// Another fusebox build whose subjects run beside this one's, named
+    /// with a `-base` suffix (a change shown against the code before it,
+    /// in the same run).
+    pub baseline_bin: Option<PathBuf>,
     pub progress: bool,
 }
 
@@ -72,6 +76,7 @@ fn fusebox_subject(
         takes_source: source,
         needs_uring: args.contains(&"uring"),
         binary: bin.to_path_buf(),
+        baseline: false,
     })
 }
 
@@ -165,6 +170,7 @@ fn peer_subjects(o: &BenchOptions, specs: &[PeerSpec]) -> Vec<Box<dyn Subject>> 
             takes_source: true,
             needs_uring: true,
             binary: o.fusebox_bin.clone(),
+            baseline: false,
         }));
     }
     v
@@ -426,6 +432,63 @@ fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
     ]
 }
 
+/// timingfs with `latency_ms` on every request, per transport and per way
+/// of waiting: `block` (the handler holds its thread: 2 classic workers or
+/// 2 queue threads, one per CPU), `token` (a reply token answered by a
+/// timer thread) and `async` (a tokio task). Enough queue entries and
+/// background requests for 256 in flight (io_uring routes a request to the
+/// caller's CPU's queue, so one queue may get most of them). Attributes
+/// are cached for an hour and atime is off: otherwise the kernel checks
+/// the file's size (a GETATTR, 5 ms here) before reads now and then, and
+/// the libaio job's io_submit waits for it.
+fn later_subjects(o: &BenchOptions, latency_ms: u32) -> Vec<Box<dyn Subject>> {
+    let b = &o.fusebox_bin;
+    let latency = format!("{latency_ms}ms");
+    let mut v = vec![];
+    for transport in ["classic", "uring"] {
+        for waiting in ["block", "token", "async"] {
+            let args: Vec<String> = [
+                "--profile",
+                "pmem",
+                "--files",
+                "1",
+                "--size",
+                "64M",
+                "--latency",
+                &latency,
+                "--waiting",
+                waiting,
+                "--transport",
+                transport,
+                "--threads",
+                "2",
+                "--queue-depth",
+                "256",
+                "-o",
+                "max_background=1024,congestion_threshold=768,async_dio,attr_timeout=3600,entry_timeout=3600,noatime",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let t = if transport == "uring" {
+                "io_uring"
+            } else {
+                "classic"
+            };
+            v.push(fusebox_subject(
+                b,
+                &format!("later-{waiting}-{transport}"),
+                &format!("fusebox timingfs, {latency} per request, {waiting}, {t}"),
+                "timingfs",
+                &args,
+                false,
+            ));
+        }
+    }
+    v
+}
+
 fn machine(backing: &str, round_trip: Option<RoundTrip>) -> Machine {
     let uname = rustix::system::uname();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -571,7 +634,16 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::TimingFs { profile } => timingfs_subjects(o, profile),
             Target::Peer => peer_subjects(o, PEER_SUBJECTS),
             Target::PeerNoCache => peer_subjects(o, PEER_NOCACHE_SUBJECTS),
+            Target::Later { latency_ms } => later_subjects(o, *latency_ms),
         };
+        let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
+            Some(bin) => subjects
+                .iter()
+                .filter_map(|s| s.on_binary(bin, "-base"))
+                .collect(),
+            None => vec![],
+        };
+        let subjects: Vec<Box<dyn Subject>> = subjects.into_iter().chain(baseline).collect();
         groups.push((
             w.target.clone(),
             subjects

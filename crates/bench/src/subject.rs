@@ -154,6 +154,12 @@ pub trait Subject: Send {
     fn prepare(&mut self, workdir: &Path) -> Result<()>;
     /// Serve `backing` at `mnt` (native ignores `mnt`).
     fn mount(&self, backing: &Path, mnt: &Path) -> Result<Mounted>;
+    /// The same subject served by another fusebox build, its name with
+    /// `suffix` (fusebox subjects only). It counts as a peer in the report,
+    /// so the ratios compare this build with that one.
+    fn on_binary(&self, _bin: &Path, _suffix: &str) -> Option<Box<dyn Subject>> {
+        None
+    }
 }
 
 /// The backing directory itself.
@@ -176,6 +182,7 @@ impl Subject for Native {
 }
 
 /// A fusebox example filesystem served by the `fusebox` binary.
+#[derive(Clone)]
 pub struct Fusebox {
     pub name: String,
     pub description: String,
@@ -189,6 +196,8 @@ pub struct Fusebox {
     pub takes_source: bool,
     pub needs_uring: bool,
     pub binary: PathBuf,
+    /// Another build's, run beside this one (`BenchOptions::baseline_bin`).
+    pub baseline: bool,
 }
 
 impl Subject for Fusebox {
@@ -196,10 +205,20 @@ impl Subject for Fusebox {
         SubjectInfo {
             name: self.name.clone(),
             description: self.description.clone(),
-            is_fusebox: true,
+            is_fusebox: !self.baseline,
             matches: self.matches.clone(),
             ..Default::default()
         }
+    }
+    fn on_binary(&self, bin: &Path, suffix: &str) -> Option<Box<dyn Subject>> {
+        Some(Box::new(Fusebox {
+            name: format!("{}{suffix}", self.name),
+            description: format!("{} (baseline build {})", self.description, bin.display()),
+            matches: None,
+            binary: bin.to_path_buf(),
+            baseline: true,
+            ..self.clone()
+        }))
     }
     fn prepare(&mut self, _: &Path) -> Result<()> {
         if self.needs_uring {

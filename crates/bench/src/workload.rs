@@ -25,6 +25,9 @@ pub enum Target {
     Peer,
     /// The same with no attribute caching, for the GETATTR round trip.
     PeerNoCache,
+    /// timingfs with a latency on every request, waited out by blocking,
+    /// by a reply token or by the async API, per transport.
+    Later { latency_ms: u32 },
 }
 
 impl Target {
@@ -73,6 +76,8 @@ pub struct Fio {
     pub fsync_at_end: bool,
     pub fdatasync_every_write: bool,
     pub runtime: Duration,
+    /// libaio with this many I/Os in flight per job, instead of psync.
+    pub async_depth: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -269,6 +274,7 @@ fn vangoor(scale: &Scale) -> Vec<Workload> {
                     fsync_at_end: false,
                     fdatasync_every_write: false,
                     runtime: t,
+                    async_depth: None,
                 },
             ));
         }
@@ -334,6 +340,7 @@ fn rfuse(scale: &Scale) -> Vec<Workload> {
                     fsync_at_end: rw == FioRw::SeqWrite,
                     fdatasync_every_write: random_write,
                     runtime: scale.runtime,
+                    async_depth: None,
                 },
             ));
         }
@@ -418,6 +425,7 @@ fn xfuse(scale: &Scale) -> Vec<Workload> {
                     fsync_at_end: false,
                     fdatasync_every_write: false,
                     runtime: scale.runtime,
+                    async_depth: None,
                 }),
                 drop_caches: false,
             });
@@ -492,7 +500,7 @@ pub struct Suite {
 }
 
 pub const SUITES: &[&str] = &[
-    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "all",
+    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -507,6 +515,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         // knob. v5: the thread-policy and polling knobs (new defaults).
         "knobs" => (knobs(), 3, 5),
         "peer" => (peer(), 3, 1),
+        "later" => (later(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -539,6 +548,7 @@ fn fastpath() -> Vec<Workload> {
         fsync_at_end: false,
         fdatasync_every_write: false,
         runtime: Duration::from_secs(5),
+        async_depth: None,
     };
     let mut w = vec![];
     for (rw, label, ths) in [
@@ -605,6 +615,41 @@ fn peer() -> Vec<Workload> {
     w
 }
 
+/// Answering later: a filesystem whose every request takes 5 ms, with N
+/// requests at once from N psync jobs, and from one libaio job N deep
+/// (O_DIRECT 4 KiB random reads of one file, so each read is a request).
+/// The blocking subjects are what a handler that holds its thread gives.
+fn later() -> Vec<Workload> {
+    let mut w = vec![];
+    for n in [1u32, 16, 64, 256] {
+        for (label, jobs, depth) in [("psync", n, None), ("libaio", 1, Some(n))] {
+            if label == "libaio" && n == 1 {
+                continue;
+            }
+            let f = Fio {
+                rw: FioRw::RandRead,
+                bs: 4 * KIB,
+                threads: jobs,
+                file_per_thread: false,
+                size: 64 * MIB,
+                direct: true,
+                fsync_at_end: false,
+                fdatasync_every_write: false,
+                runtime: Duration::from_secs(3),
+                async_depth: depth,
+            };
+            let desc = match depth {
+                None => format!("fio randread 4 KiB O_DIRECT psync, {n} job(s); every request takes 5 ms"),
+                Some(d) => format!("fio randread 4 KiB O_DIRECT libaio, 1 job, iodepth {d}; every request takes 5 ms"),
+            };
+            let mut wl = fio("later", format!("later/{label}-{n}"), desc, f);
+            wl.target = Target::Later { latency_ms: 5 };
+            w.push(wl);
+        }
+    }
+    w
+}
+
 /// Each round-trip setting on and off: the metadata and write workloads
 /// the settings act on, over stackfs variants (`Target::Knobs`).
 fn knobs() -> Vec<Workload> {
@@ -637,6 +682,7 @@ fn knobs() -> Vec<Workload> {
             fsync_at_end: write,
             fdatasync_every_write: false,
             runtime: Duration::from_secs(3),
+            async_depth: None,
         };
         let (name, desc) = if write {
             (
@@ -733,6 +779,7 @@ fn quick() -> Vec<Workload> {
                 fsync_at_end: false,
                 fdatasync_every_write: false,
                 runtime: s.runtime,
+                async_depth: None,
             },
         ));
     }
@@ -750,6 +797,7 @@ fn quick() -> Vec<Workload> {
             fsync_at_end: true,
             fdatasync_every_write: false,
             runtime: s.runtime,
+            async_depth: None,
         },
     ));
     for (phase, label) in [

@@ -142,7 +142,12 @@ fn fio_runs_when_installed() {
         eprintln!("SKIPPED fio_runs_when_installed: fio is not installed");
         return;
     }
-    for (rw, per) in [(FioRw::RandRead, false), (FioRw::SeqWrite, true)] {
+    for (rw, per, async_depth) in [
+        (FioRw::RandRead, false, None),
+        (FioRw::SeqWrite, true, None),
+        // The later suite's libaio jobs.
+        (FioRw::RandRead, false, Some(4)),
+    ] {
         let f = Fio {
             rw,
             bs: 4096,
@@ -153,6 +158,7 @@ fn fio_runs_when_installed() {
             fsync_at_end: true,
             fdatasync_every_write: false,
             runtime: Duration::from_millis(300),
+            async_depth,
         };
         run_on_native(&workload("t/fio", Kind::Fio(f)));
     }

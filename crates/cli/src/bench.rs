@@ -48,6 +48,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Builds, mountpoints and the tmpfs backing live here.
+    /// Another fusebox build (a binary) to run beside this one: each
+    /// fusebox subject again, served by it, named with a `-base` suffix and
+    /// counted as a peer, so the report compares the two builds in one run.
+    #[arg(long, value_name = "FUSEBOX_BIN")]
+    pub baseline: Option<PathBuf>,
     #[arg(long, default_value = "/var/tmp/fusebox-bench")]
     pub workdir: PathBuf,
     /// Also write the report into this source tree's docs/: benchmarks.md
@@ -96,6 +101,7 @@ fn run_suite(args: &BenchArgs) -> Result<BenchResults> {
         peers: !args.no_peers,
         libfuse_src: args.libfuse_src.clone(),
         fusebox_bin: std::env::current_exe().context("locating the fusebox binary")?,
+        baseline_bin: args.baseline.clone(),
         progress: true,
     };
     runner::run(&opts).context("running the benchmark")

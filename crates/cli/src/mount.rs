@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use fusebox::fs::{AsyncAdapter, Ready};
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
-use fusebox_examples::{MemFs, NullFs, PathPassthrough, StackFs, TimingFs, TimingProfile};
+use fusebox_examples::{
+    AsyncTimingFs, MemFs, NullFs, PathPassthrough, StackFs, TimingFs, TimingProfile,
+};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FsKind {
@@ -47,7 +50,8 @@ EXAMPLES:
   fusebox mount stackfs --exclusive /srv/data /mnt/data -o writeback_cache
   fusebox mount pathfs /srv/data /mnt/data -o default_permissions
   fusebox mount memfs /mnt/mem -f
-  fusebox mount timingfs /mnt/t --profile ssd --files 4 --size 1G")]
+  fusebox mount timingfs /mnt/t --profile ssd --files 4 --size 1G
+  fusebox mount timingfs /mnt/t --profile pmem --latency 5ms --waiting token")]
 pub struct MountArgs {
     /// Which filesystem to run.
     pub fs: FsKind,
@@ -103,6 +107,27 @@ pub struct MountArgs {
     /// timingfs: size of each file (bytes; K, M, G suffixes).
     #[arg(long, default_value = "1G")]
     pub size: String,
+    /// timingfs: latency added to every request, e.g. 5ms or 500us (a
+    /// remote server's round trip).
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    pub latency: Duration,
+    /// timingfs: how a request waits out --latency: block (holds its
+    /// serving thread), token (answered later by a timer thread) or async
+    /// (a tokio task, through the async API).
+    #[arg(long, default_value = "block", value_parser = parse_waiting)]
+    pub waiting: fusebox_examples::Waiting,
+    /// Serve the filesystem through the async API (a tokio task per
+    /// request, answered later), to try that path with any filesystem.
+    #[arg(long)]
+    pub async_api: bool,
+    /// Most requests answered later at once; a classic worker stops
+    /// reading at the limit until one is answered.
+    #[arg(long, default_value_t = fusebox::later::LaterLimits::default().max_pending)]
+    pub max_pending: usize,
+    /// Most bytes (as the kernel sent them: WRITE data counts) held by
+    /// requests answered later (K, M, G suffixes).
+    #[arg(long, default_value = "256M")]
+    pub max_pending_bytes: String,
     /// stackfs: most O_PATH fds kept open for nodes (default: the fd limit
     /// less a fifth of it, at least 1,024 spared; the soft limit is first
     /// raised to the hard one).
@@ -124,6 +149,24 @@ pub struct MountArgs {
 fn parse_poll(s: &str) -> Result<fusebox::transport::uring::PollPolicy, String> {
     fusebox::transport::uring::PollPolicy::parse(s)
         .ok_or_else(|| format!("{s:?}: use off, spin=US or adaptive[=US]"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?}: use a number with ms or us, e.g. 5ms");
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "us" => Ok(Duration::from_micros(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_waiting(s: &str) -> Result<fusebox_examples::Waiting, String> {
+    fusebox_examples::Waiting::parse(s).ok_or_else(|| format!("{s:?}: use block, token or async"))
 }
 
 fn parse_size(s: &str) -> Result<u64> {
@@ -172,8 +215,28 @@ pub fn run(args: MountArgs) -> Result<()> {
             ..Default::default()
         },
         thread_policy: args.thread_policy,
+        later: fusebox::later::LaterLimits {
+            max_pending: args.max_pending.max(1),
+            max_pending_bytes: parse_size(&args.max_pending_bytes).context("--max-pending-bytes")?
+                as usize,
+        },
         ..SessionConfig::default()
     };
+    if args.waiting != fusebox_examples::Waiting::Block && !matches!(args.fs, FsKind::Timingfs) {
+        bail!("--waiting applies to timingfs only (--async-api serves any filesystem through the async API)");
+    }
+    macro_rules! serve {
+        ($fs:expr) => {
+            serve(
+                $fs,
+                &mountpoint,
+                &opts,
+                cfg,
+                args.notify_ready,
+                args.async_api,
+            )
+        };
+    }
     if args.exclusive && !matches!(args.fs, FsKind::Stackfs) {
         bail!("--exclusive applies to stackfs only");
     }
@@ -193,38 +256,53 @@ pub fn run(args: MountArgs) -> Result<()> {
                 },
             )
             .with_context(|| format!("opening source {}", src.display()))?;
-            serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
+            serve!(fs)
         }
         FsKind::Pathfs => {
             let src = source.expect("checked above");
             let fs = PathPassthrough::new(&src, opts.fs)
                 .with_context(|| format!("opening source {}", src.display()))?;
-            serve(
-                PathAdapter::new(fs),
-                &mountpoint,
-                &opts,
-                cfg,
-                args.notify_ready,
-            )
+            serve!(PathAdapter::new(fs))
         }
         FsKind::Memfs => {
             // Every change to memfs passes through the kernel, so nothing can
             // go stale behind its caches.
             let t = opts.fs.timeouts_or(Timeouts::DAY);
-            serve(MemFs::new(t), &mountpoint, &opts, cfg, args.notify_ready)
+            serve!(MemFs::new(t))
         }
-        FsKind::Nullfs => serve(NullFs::new(t), &mountpoint, &opts, cfg, args.notify_ready),
+        FsKind::Nullfs => serve!(NullFs::new(t)),
         FsKind::Timingfs => {
             let profile = TimingProfile::parse(&args.profile).with_context(|| {
                 format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile)
             })?;
-            let fs = TimingFs::new(profile, args.files, parse_size(&args.size)?, t);
-            serve(fs, &mountpoint, &opts, cfg, args.notify_ready)
+            let fs = TimingFs::new(profile, args.files, parse_size(&args.size)?, t)
+                .with_latency(args.latency, args.waiting);
+            if args.waiting == fusebox_examples::Waiting::Async {
+                let fs =
+                    AsyncAdapter::new(AsyncTimingFs(fs)).context("starting the tokio runtime")?;
+                return serve_session(fs, &mountpoint, &opts, cfg, args.notify_ready);
+            }
+            serve!(fs)
         }
     }
 }
 
 fn serve<F: Filesystem>(
+    fs: F,
+    mountpoint: &std::path::Path,
+    opts: &Options,
+    cfg: SessionConfig,
+    notify: bool,
+    async_api: bool,
+) -> Result<()> {
+    if async_api {
+        let fs = AsyncAdapter::new(Ready(fs)).context("starting the tokio runtime")?;
+        return serve_session(fs, mountpoint, opts, cfg, notify);
+    }
+    serve_session(fs, mountpoint, opts, cfg, notify)
+}
+
+fn serve_session<F: Filesystem>(
     fs: F,
     mountpoint: &std::path::Path,
     opts: &Options,

@@ -88,6 +88,20 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
         .map(|w| format!("{} {}", w.label, w.requests))
         .collect();
     s += &format!("\nserved by: {}\n", per.join(", "));
+    let l = &snap.later;
+    s += &format!(
+        "in flight: {} now, {} at peak; answered later: {} taken, {} pending, {} dropped (EIO){}\n",
+        l.in_flight,
+        l.in_flight_peak,
+        l.taken,
+        l.pending,
+        l.dropped,
+        if l.mismatched > 0 {
+            format!(", {} of the wrong kind (EIO)", l.mismatched)
+        } else {
+            String::new()
+        }
+    );
     s += &format!(
         "total {} requests; flags: {}\n",
         snap.total_requests(),

@@ -23,4 +23,4 @@ pub use memfs::MemFs;
 pub use nullfs::NullFs;
 pub use pathfs::PathPassthrough;
 pub use stackfs::StackFs;
-pub use timingfs::{TimingFs, TimingProfile};
+pub use timingfs::{AsyncTimingFs, TimingFs, TimingProfile, Waiting};

@@ -841,6 +841,26 @@ macro_rules! table {
                 })*
             }
         }
+        /// Through the async API (every request a tokio task answered with
+        /// its reply token): memfs over classic, stackfs over io_uring.
+        mod async_api {
+            use super::common::{uring_or_skip, TestMount};
+            use fusebox::transport::TransportKind::{Classic, Uring};
+            mod memfs_classic {
+                use super::*;
+                $(#[test] fn $case() {
+                    super::super::run_case(TestMount::memfs_async_on(Classic), super::super::cases::$case)
+                })*
+            }
+            mod stackfs_uring {
+                use super::*;
+                $(#[test] fn $case() {
+                    if uring_or_skip(stringify!($case)) {
+                        super::super::run_case(TestMount::stackfs_async_on(Uring), super::super::cases::$case)
+                    }
+                })*
+            }
+        }
         /// The same table over FUSE-over-io_uring.
         mod uring {
             use super::common::{uring_or_skip, TestMount};

@@ -214,12 +214,11 @@ fn mutated_requests_never_panic() {
         Notifier::for_sink(sink.clone()),
         1,
     );
-    let mut w = Worker {
-        data: DataOut::with_capacity(1 << 16),
-        stats: Arc::new(WorkerStats::new("t")),
-        slot: 0,
-        guard: None,
-    };
+    let mut w = Worker::new(
+        DataOut::with_capacity(1 << 16),
+        Arc::new(WorkerStats::new("t")),
+        0,
+    );
     let seeds = seeds();
     // The seeds themselves are served normally.
     for s in &seeds {

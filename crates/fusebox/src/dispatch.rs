@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -15,6 +15,7 @@ use zerocopy::IntoBytes;
 use crate::error::Errno;
 use crate::fs::ops::Ctx;
 use crate::fs::Filesystem;
+use crate::later::{EntryRef, InFlight, LaterLimits, LaterRoute, LaterSink, ReplyShape};
 use crate::protocol::{
     parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries,
     Notifier, Op, ParseConfig, ReplySink, Request,
@@ -22,24 +23,31 @@ use crate::protocol::{
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, NodeId, Opened};
 
-/// What one worker is serving right now, so INTERRUPT can find it without
-/// a shared map (and without a lock).
-#[derive(Default)]
-pub struct InflightSlot {
-    current: AtomicU64,
-    interrupted: AtomicU64,
-}
-
 /// Per-worker state the dispatcher needs: reply buffer, stats, inflight
-/// slot; and the thread-policy guard its transport loop reports to.
+/// slot, the way back for answers given later; and the thread-policy guard
+/// its transport loop reports to.
 pub struct Worker {
     pub data: DataOut<'static>,
     pub stats: Arc<WorkerStats>,
     pub slot: usize,
     pub guard: Option<crate::thread_policy::Guarded>,
+    /// Where answers given later go (the worker's /dev/fuse fd, its ring's
+    /// mailbox); without one, `Ctx::reply_later` fails with ENOSYS.
+    pub(crate) later: Option<Arc<dyn LaterSink>>,
 }
 
 impl Worker {
+    /// A worker whose handlers answer at once only (tests, fuzzing).
+    pub fn new(data: DataOut<'static>, stats: Arc<WorkerStats>, slot: usize) -> Worker {
+        Worker {
+            data,
+            stats,
+            slot,
+            guard: None,
+            later: None,
+        }
+    }
+
     /// The transport served a batch of requests.
     #[inline]
     pub fn served(&self) {
@@ -53,7 +61,7 @@ pub struct Dispatcher<F> {
     fs: Arc<F>,
     parse: ParseConfig,
     notifier: Notifier,
-    slots: Box<[InflightSlot]>,
+    inflight: Arc<InFlight>,
     /// INTERRUPTs whose target no worker had published yet (read on another
     /// fd or queue, not yet started). Checked by `process` only while
     /// non-empty, so the hot path touches one atomic, not the lock.
@@ -66,7 +74,8 @@ pub struct Dispatcher<F> {
 /// are never claimed; the oldest are dropped).
 const EARLY_INTERRUPTS: usize = 64;
 
-/// A request whose filesystem call is done and whose reply is not yet sent.
+/// A request whose filesystem call is done and whose reply is not yet sent
+/// (or will be sent later, by a [`crate::ReplyToken`]).
 pub struct Pending {
     unique: u64,
     opcode: Opcode,
@@ -77,14 +86,23 @@ pub struct Pending {
 impl Pending {
     /// False for requests the kernel expects no answer to.
     pub fn needs_reply(&self) -> bool {
-        !matches!(self.result, Ok(Outcome::NoReply))
+        !matches!(self.result, Ok(Outcome::NoReply | Outcome::Later))
+    }
+
+    /// The handler took the reply token: the answer comes later, through
+    /// the worker's [`LaterSink`], and the transport must keep whatever the
+    /// answer needs (a ring entry) until then.
+    pub fn answered_later(&self) -> bool {
+        matches!(self.result, Ok(Outcome::Later))
     }
 }
 
 /// A successful reply, before it is put on the wire. Small structs are held
 /// by value; variable data stays in the worker's [`DataOut`].
-enum Outcome {
+pub(crate) enum Outcome {
     NoReply,
+    /// A reply token was taken; it answers.
+    Later,
     Empty,
     Entry(abi::EntryOut),
     Attr(abi::AttrOut),
@@ -107,7 +125,160 @@ fn entry_out(e: Entry) -> Outcome {
     Outcome::Entry(e.to_abi())
 }
 
-fn attr_out(a: AttrReply) -> Outcome {
+impl Outcome {
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Outcome::NoReply => "none",
+            Outcome::Later => "later",
+            Outcome::Empty => "ok",
+            Outcome::Entry(_) => "entry",
+            Outcome::Attr(_) => "attr",
+            Outcome::Open(_) => "opened",
+            Outcome::Create(..) => "created",
+            Outcome::Write(_) => "written",
+            Outcome::Statfs(_) => "statfs",
+            Outcome::Data => "data",
+            Outcome::XattrSize(_) => "data",
+            Outcome::Lk(_) => "lock",
+            Outcome::Bmap(_) => "bmap",
+            Outcome::Ioctl(_) => "ioctl",
+            Outcome::Poll(_) => "poll",
+            Outcome::Lseek(_) => "offset",
+            Outcome::CopyRange64(_) => "copied",
+            Outcome::Statx(_) => "statx",
+        }
+    }
+}
+
+/// Whether `o` is an answer `opcode` can take (checked for answers given
+/// later, where the compiler cannot tie the answer to the request).
+pub(crate) fn fits(opcode: Opcode, o: &Outcome) -> bool {
+    use Opcode as Op;
+    match o {
+        Outcome::NoReply | Outcome::Later => false,
+        Outcome::Empty => matches!(
+            opcode,
+            Op::UNLINK
+                | Op::RMDIR
+                | Op::RENAME
+                | Op::RENAME2
+                | Op::RELEASE
+                | Op::RELEASEDIR
+                | Op::FSYNC
+                | Op::FSYNCDIR
+                | Op::FLUSH
+                | Op::SETXATTR
+                | Op::REMOVEXATTR
+                | Op::ACCESS
+                | Op::SETLK
+                | Op::SETLKW
+                | Op::FALLOCATE
+                | Op::SYNCFS
+                | Op::DESTROY
+        ),
+        Outcome::Entry(_) => matches!(
+            opcode,
+            Op::LOOKUP | Op::MKNOD | Op::MKDIR | Op::SYMLINK | Op::LINK
+        ),
+        Outcome::Attr(_) => matches!(opcode, Op::GETATTR | Op::SETATTR),
+        Outcome::Open(_) => matches!(opcode, Op::OPEN | Op::OPENDIR),
+        Outcome::Create(..) => matches!(opcode, Op::CREATE | Op::TMPFILE),
+        Outcome::Write(_) => matches!(opcode, Op::WRITE | Op::COPY_FILE_RANGE),
+        Outcome::Statfs(_) => opcode == Op::STATFS,
+        Outcome::Data | Outcome::XattrSize(_) => matches!(
+            opcode,
+            Op::READ | Op::READLINK | Op::READDIR | Op::READDIRPLUS | Op::GETXATTR | Op::LISTXATTR
+        ),
+        Outcome::Lk(_) => opcode == Op::GETLK,
+        Outcome::Bmap(_) => opcode == Op::BMAP,
+        Outcome::Ioctl(_) => opcode == Op::IOCTL,
+        Outcome::Poll(_) => opcode == Op::POLL,
+        Outcome::Lseek(_) => opcode == Op::LSEEK,
+        Outcome::CopyRange64(_) => opcode == Op::COPY_FILE_RANGE_64,
+        Outcome::Statx(_) => opcode == Op::STATX,
+    }
+}
+
+pub(crate) fn statfs_out(s: crate::types::Statfs) -> Outcome {
+    Outcome::Statfs(abi::StatfsOut {
+        st: abi::Kstatfs {
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            bsize: s.bsize,
+            namelen: s.namelen,
+            frsize: s.frsize,
+            padding: 0,
+            spare: [0; 6],
+        },
+    })
+}
+
+pub(crate) fn lk_out(i: crate::types::LockInfo) -> Outcome {
+    Outcome::Lk(abi::LkOut {
+        lk: abi::FileLock {
+            start: i.start,
+            end: i.end,
+            typ: i.typ as u32,
+            pid: i.pid,
+        },
+    })
+}
+
+pub(crate) fn copy_out(n: u64, wide: bool) -> Outcome {
+    if wide {
+        Outcome::CopyRange64(abi::CopyFileRangeOut { bytes_copied: n })
+    } else {
+        Outcome::Write(abi::WriteOut {
+            size: n.min(u32::MAX as u64) as u32,
+            padding: 0,
+        })
+    }
+}
+
+pub(crate) fn statx_out(stat: abi::Statx, ttl: std::time::Duration) -> Outcome {
+    Outcome::Statx(Box::new(abi::StatxOut {
+        attr_valid: ttl.as_secs(),
+        attr_valid_nsec: ttl.subsec_nanos(),
+        flags: 0,
+        spare: [0; 2],
+        stat,
+    }))
+}
+
+/// What a later answer needs to know of its request (taken before the call,
+/// which consumes the parsed op).
+fn reply_shape(op: &Op<'_>) -> ReplyShape {
+    let limit = |n: u32| n as usize;
+    match op {
+        Op::Read(r) | Op::Readdir(r) | Op::Readdirplus(r) => ReplyShape {
+            limit: limit(r.size),
+            ..Default::default()
+        },
+        Op::Readlink => ReplyShape {
+            limit: libc::PATH_MAX as usize,
+            ..Default::default()
+        },
+        Op::Getxattr { size, .. } | Op::Listxattr { size } => ReplyShape {
+            limit: if *size == 0 { 64 << 10 } else { *size as usize },
+            xattr_size: Some(*size),
+            ..Default::default()
+        },
+        Op::Ioctl(i) => ReplyShape {
+            limit: i.out_size as usize,
+            ..Default::default()
+        },
+        Op::CopyFileRange { wide, .. } => ReplyShape {
+            wide_copy: *wide,
+            ..Default::default()
+        },
+        _ => ReplyShape::default(),
+    }
+}
+
+pub(crate) fn attr_out(a: AttrReply) -> Outcome {
     Outcome::Attr(abi::AttrOut {
         attr_valid: a.ttl.as_secs(),
         attr_valid_nsec: a.ttl.subsec_nanos(),
@@ -116,7 +287,7 @@ fn attr_out(a: AttrReply) -> Outcome {
     })
 }
 
-fn open_out(o: Opened) -> abi::OpenOut {
+pub(crate) fn open_out(o: Opened) -> abi::OpenOut {
     abi::OpenOut {
         fh: o.fh.0,
         open_flags: o.flags,
@@ -136,7 +307,7 @@ pub enum ReplyData<'a> {
 }
 
 /// Xattr replies: a size probe gets the size, a short buffer ERANGE.
-fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
+pub(crate) fn xattr_reply(requested: u32, out: &DataOut) -> Result<Outcome, Errno> {
     if requested == 0 {
         Ok(Outcome::XattrSize(abi::GetxattrOut {
             size: out.len() as u32,
@@ -156,13 +327,23 @@ impl<F: Filesystem> Dispatcher<F> {
         notifier: Notifier,
         workers: usize,
     ) -> Dispatcher<F> {
+        let inflight = Arc::new(InFlight::new(workers, LaterLimits::default()));
+        Dispatcher::with_inflight(fs, parse, notifier, inflight)
+    }
+
+    /// A dispatcher whose bookkeeping of requests in flight (one slot per
+    /// serving thread, and the requests answered later) the session shares.
+    pub fn with_inflight(
+        fs: Arc<F>,
+        parse: ParseConfig,
+        notifier: Notifier,
+        inflight: Arc<InFlight>,
+    ) -> Dispatcher<F> {
         Dispatcher {
             fs,
             parse,
             notifier,
-            slots: (0..workers.max(1))
-                .map(|_| InflightSlot::default())
-                .collect(),
+            inflight,
             early_interrupts: Mutex::new(VecDeque::new()),
             early_count: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
@@ -173,10 +354,14 @@ impl<F: Filesystem> Dispatcher<F> {
         &self.fs
     }
 
+    pub fn inflight(&self) -> &Arc<InFlight> {
+        &self.inflight
+    }
+
     /// Serve a request that arrived in one buffer (/dev/fuse).
     pub fn dispatch_contiguous(&self, buf: &[u8], w: &mut Worker, sink: &dyn ReplySink) {
         let pending = match parse_contiguous(buf, self.parse) {
-            Ok(req) => self.process(req, w),
+            Ok(req) => self.process_into(req, Instant::now(), EntryRef::default(), w, None),
             Err(e) => Self::rejected(parse_header(buf).ok(), e),
         };
         self.finish(pending, w, sink);
@@ -189,18 +374,21 @@ impl<F: Filesystem> Dispatcher<F> {
     /// buffer the transport lends, see [`DataOut::lent`]), else to the
     /// worker's own. `received` is when the transport saw the request (its
     /// service time starts there): a ring thread reads the clock once per
-    /// wake-up for the whole batch, not once per request.
+    /// wake-up for the whole batch, not once per request. `at` is what the
+    /// transport needs to place an answer given later (the ring entry).
+    #[allow(clippy::too_many_arguments)]
     pub fn process_split(
         &self,
         header: abi::InHeader,
         args: &[u8],
         payload: &[u8],
         received: Instant,
+        at: EntryRef,
         w: &mut Worker,
         out: Option<&mut DataOut<'_>>,
     ) -> Pending {
         match parse_split(header, args, payload, self.parse) {
-            Ok(req) => self.process_into(req, received, w, out),
+            Ok(req) => self.process_into(req, received, at, w, out),
             Err(e) => Self::rejected(Some(header), e),
         }
     }
@@ -245,19 +433,21 @@ impl<F: Filesystem> Dispatcher<F> {
 
     /// Call the filesystem. The result holds no borrow of the request.
     pub fn process(&self, req: Request<'_>, w: &mut Worker) -> Pending {
-        self.process_into(req, Instant::now(), w, None)
+        self.process_into(req, Instant::now(), EntryRef::default(), w, None)
     }
 
     fn process_into(
         &self,
         req: Request<'_>,
         start: Instant,
+        at: EntryRef,
         w: &mut Worker,
         out: Option<&mut DataOut<'_>>,
     ) -> Pending {
         let opcode = req.opcode();
         let unique = req.unique();
-        let slot = &self.slots[w.slot % self.slots.len()];
+        let slots = &self.inflight.slots;
+        let slot = &slots[w.slot % slots.len()];
         // SeqCst pairs with `interrupt`: either it sees this slot, or this
         // request sees its early record.
         slot.current.store(unique, Ordering::SeqCst);
@@ -265,21 +455,50 @@ impl<F: Filesystem> Dispatcher<F> {
             self.claim_early_interrupt(unique, slot);
         }
 
+        // Built on the stack for every request; only a handler that takes
+        // its token pays for anything more.
+        let route = w.later.as_ref().map(|sink| LaterRoute {
+            sink,
+            at,
+            inflight: &self.inflight,
+            opcode,
+            start,
+            shape: reply_shape(&req.op),
+            request_bytes: req.header.len as usize,
+            slot_interrupted: &slot.interrupted,
+            taken: AtomicBool::new(false),
+        });
         let ctx = Ctx {
             unique,
             uid: req.header.uid,
             gid: req.header.gid,
             pid: req.header.pid,
             interrupt_slot: Some(&slot.interrupted),
+            later: route.as_ref(),
         };
         let node = req.node();
+        let data = &mut w.data;
         let outcome = catch_unwind(AssertUnwindSafe(|| match out {
             Some(out) => self.call(&ctx, node, req.op, out),
-            None => self.call(&ctx, node, req.op, &mut w.data),
+            None => self.call(&ctx, node, req.op, data),
         }));
         slot.current.store(0, Ordering::Release);
+        let taken = route
+            .as_ref()
+            .is_some_and(|r| r.taken.load(Ordering::Acquire));
 
         let result = match outcome {
+            // The token answers, whatever the method returned (a panic after
+            // taking it included: the token was dropped and answered EIO).
+            _ if taken => Ok(Outcome::Later),
+            Ok(Err(Errno::LATER)) => {
+                tracing::error!(
+                    unique,
+                    ?opcode,
+                    "handler returned Errno::LATER without taking its reply token; answering EIO"
+                );
+                Err(Errno::EIO)
+            }
             Ok(r) => r,
             Err(panic) => {
                 let msg = panic
@@ -318,6 +537,10 @@ impl<F: Filesystem> Dispatcher<F> {
         data: ReplyData<'_>,
         sink: &dyn ReplySink,
     ) -> Instant {
+        if p.answered_later() {
+            // Recorded and sent by the token.
+            return Instant::now();
+        }
         // Recorded before the reply leaves: once the application has seen a
         // request complete, `fusebox stats` counts it (recording after the
         // send let a preempted worker lag behind what the caller had done).
@@ -327,61 +550,13 @@ impl<F: Filesystem> Dispatcher<F> {
             done.saturating_duration_since(p.start),
             p.result.is_err(),
         );
-        if let Err(e) = self.send(p.unique, p.result, data, sink) {
+        if let Err(e) = send_outcome(p.unique, p.result, data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
                 tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
         }
         done
-    }
-
-    fn send(
-        &self,
-        unique: u64,
-        result: Result<Outcome, Errno>,
-        data: ReplyData<'_>,
-        sink: &dyn ReplySink,
-    ) -> std::io::Result<()> {
-        let wire = match data {
-            ReplyData::Buffer(d) => d.wire(),
-            ReplyData::InPlace(_) => &[],
-        };
-        let outcome = match result {
-            Ok(o) => o,
-            Err(e) => return send_error(sink, unique, e),
-        };
-        let body = match &outcome {
-            Outcome::NoReply => return Ok(()),
-            Outcome::Empty => Body::EMPTY,
-            Outcome::Entry(e) => Body::fixed(e),
-            Outcome::Attr(a) => Body::fixed(a),
-            Outcome::Open(o) => Body::fixed(o),
-            Outcome::Create(e, o) => Body {
-                fixed: e.as_bytes(),
-                data: o.as_bytes(),
-                in_place: 0,
-            },
-            Outcome::Write(o) => Body::fixed(o),
-            Outcome::Statfs(s) => Body::fixed(s),
-            Outcome::Data => match data {
-                ReplyData::Buffer(_) => Body::data(wire),
-                ReplyData::InPlace(n) => Body::in_place(n),
-            },
-            Outcome::XattrSize(s) => Body::fixed(s),
-            Outcome::Lk(l) => Body::fixed(l),
-            Outcome::Bmap(b) => Body::fixed(b),
-            Outcome::Ioctl(i) => Body {
-                fixed: i.as_bytes(),
-                data: wire,
-                in_place: 0,
-            },
-            Outcome::Poll(p) => Body::fixed(p),
-            Outcome::Lseek(l) => Body::fixed(l),
-            Outcome::CopyRange64(c) => Body::fixed(c),
-            Outcome::Statx(s) => Body::fixed(s.as_ref()),
-        };
-        send_reply(sink, unique, Ok(body))
     }
 
     fn call(
@@ -447,23 +622,7 @@ impl<F: Filesystem> Dispatcher<F> {
                 size: fs.write(ctx, node, &wr)?,
                 padding: 0,
             }),
-            Op::Statfs => {
-                let s = fs.statfs(ctx, node)?;
-                Outcome::Statfs(abi::StatfsOut {
-                    st: abi::Kstatfs {
-                        blocks: s.blocks,
-                        bfree: s.bfree,
-                        bavail: s.bavail,
-                        files: s.files,
-                        ffree: s.ffree,
-                        bsize: s.bsize,
-                        namelen: s.namelen,
-                        frsize: s.frsize,
-                        padding: 0,
-                        spare: [0; 6],
-                    },
-                })
-            }
+            Op::Statfs => statfs_out(fs.statfs(ctx, node)?),
             Op::Release(r) => {
                 fs.release(ctx, node, &r)?;
                 Outcome::Empty
@@ -513,17 +672,7 @@ impl<F: Filesystem> Dispatcher<F> {
                 fs.fsyncdir(ctx, node, fh, datasync)?;
                 Outcome::Empty
             }
-            Op::Getlk(l) => {
-                let i = fs.getlk(ctx, node, &l)?;
-                Outcome::Lk(abi::LkOut {
-                    lk: abi::FileLock {
-                        start: i.start,
-                        end: i.end,
-                        typ: i.typ as u32,
-                        pid: i.pid,
-                    },
-                })
-            }
+            Op::Getlk(l) => lk_out(fs.getlk(ctx, node, &l)?),
             Op::Setlk { lock, sleep } => {
                 fs.setlk(ctx, node, &lock, sleep)?;
                 Outcome::Empty
@@ -569,30 +718,14 @@ impl<F: Filesystem> Dispatcher<F> {
             Op::Lseek(l) => Outcome::Lseek(abi::LseekOut {
                 offset: fs.lseek(ctx, node, &l)?,
             }),
-            Op::CopyFileRange { args, wide } => {
-                let n = fs.copy_file_range(ctx, &args)?;
-                if wide {
-                    Outcome::CopyRange64(abi::CopyFileRangeOut { bytes_copied: n })
-                } else {
-                    Outcome::Write(abi::WriteOut {
-                        size: n.min(u32::MAX as u64) as u32,
-                        padding: 0,
-                    })
-                }
-            }
+            Op::CopyFileRange { args, wide } => copy_out(fs.copy_file_range(ctx, &args)?, wide),
             Op::Syncfs => {
                 fs.syncfs(ctx)?;
                 Outcome::Empty
             }
             Op::Statx(s) => {
                 let (stat, ttl) = fs.statx(ctx, node, &s)?;
-                Outcome::Statx(Box::new(abi::StatxOut {
-                    attr_valid: ttl.as_secs(),
-                    attr_valid_nsec: ttl.subsec_nanos(),
-                    flags: 0,
-                    spare: [0; 2],
-                    stat,
-                }))
+                statx_out(stat, ttl)
             }
             Op::Unsupported => return Err(Errno::ENOSYS),
         })
@@ -614,22 +747,31 @@ impl<F: Filesystem> Dispatcher<F> {
             early.push_back(target);
             self.early_count.store(early.len(), Ordering::SeqCst);
         }
-        for s in self.slots.iter() {
+        let mut found = false;
+        for s in self.inflight.slots.iter() {
             if s.current.load(Ordering::SeqCst) == target {
-                s.interrupted.store(target, Ordering::Release);
-                let mut early = self
-                    .early_interrupts
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                early.retain(|u| *u != target);
-                self.early_count.store(early.len(), Ordering::SeqCst);
+                // SeqCst pairs with `LaterRoute::take`: a handler that takes
+                // its token after this store sees it; one that took it
+                // before is in the registry searched next.
+                s.interrupted.store(target, Ordering::SeqCst);
+                found = true;
                 break;
             }
+        }
+        // A request answered later: mark it and run its callbacks.
+        found |= self.inflight.interrupt(target);
+        if found {
+            let mut early = self
+                .early_interrupts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            early.retain(|u| *u != target);
+            self.early_count.store(early.len(), Ordering::SeqCst);
         }
         Ok(Outcome::NoReply)
     }
 
-    fn claim_early_interrupt(&self, unique: u64, slot: &InflightSlot) {
+    fn claim_early_interrupt(&self, unique: u64, slot: &crate::later::InflightSlot) {
         let mut early = self
             .early_interrupts
             .lock()
@@ -637,7 +779,55 @@ impl<F: Filesystem> Dispatcher<F> {
         if let Some(pos) = early.iter().position(|u| *u == unique) {
             early.remove(pos);
             self.early_count.store(early.len(), Ordering::SeqCst);
-            slot.interrupted.store(unique, Ordering::Release);
+            slot.interrupted.store(unique, Ordering::SeqCst);
         }
     }
+}
+
+/// Put an outcome on the wire (answers given at once and later alike).
+pub(crate) fn send_outcome(
+    unique: u64,
+    result: Result<Outcome, Errno>,
+    data: ReplyData<'_>,
+    sink: &dyn ReplySink,
+) -> std::io::Result<()> {
+    let wire = match data {
+        ReplyData::Buffer(d) => d.wire(),
+        ReplyData::InPlace(_) => &[],
+    };
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => return send_error(sink, unique, e),
+    };
+    let body = match &outcome {
+        Outcome::NoReply | Outcome::Later => return Ok(()),
+        Outcome::Empty => Body::EMPTY,
+        Outcome::Entry(e) => Body::fixed(e),
+        Outcome::Attr(a) => Body::fixed(a),
+        Outcome::Open(o) => Body::fixed(o),
+        Outcome::Create(e, o) => Body {
+            fixed: e.as_bytes(),
+            data: o.as_bytes(),
+            in_place: 0,
+        },
+        Outcome::Write(o) => Body::fixed(o),
+        Outcome::Statfs(s) => Body::fixed(s),
+        Outcome::Data => match data {
+            ReplyData::Buffer(_) => Body::data(wire),
+            ReplyData::InPlace(n) => Body::in_place(n),
+        },
+        Outcome::XattrSize(s) => Body::fixed(s),
+        Outcome::Lk(l) => Body::fixed(l),
+        Outcome::Bmap(b) => Body::fixed(b),
+        Outcome::Ioctl(i) => Body {
+            fixed: i.as_bytes(),
+            data: wire,
+            in_place: 0,
+        },
+        Outcome::Poll(p) => Body::fixed(p),
+        Outcome::Lseek(l) => Body::fixed(l),
+        Outcome::CopyRange64(c) => Body::fixed(c),
+        Outcome::Statx(s) => Body::fixed(s.as_ref()),
+    };
+    send_reply(sink, unique, Ok(body))
 }

@@ -38,6 +38,12 @@ impl Errno {
     pub const EMFILE: Errno = Errno(libc::EMFILE);
     pub const ENFILE: Errno = Errno(libc::ENFILE);
 
+    /// Not an error: what a handler returns after
+    /// [`Ctx::reply_later`](crate::fs::ops::Ctx::reply_later), whose token
+    /// answers instead. Returned without a token taken it is a bug,
+    /// answered EIO.
+    pub const LATER: Errno = Errno(-1);
+
     /// The errno of the calling thread's last failed libc call.
     pub fn last() -> Errno {
         Errno::from(io::Error::last_os_error())
@@ -46,6 +52,9 @@ impl Errno {
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Errno::LATER {
+            return f.write_str("Errno::LATER");
+        }
         write!(
             f,
             "Errno({}: {})",

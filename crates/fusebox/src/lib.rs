@@ -5,6 +5,7 @@
 //! - [`transport`] moves bytes between /dev/fuse and the dispatcher;
 //! - [`protocol`] parses requests into typed views and builds replies;
 //! - [`dispatch`] calls the filesystem, times the call, catches panics;
+//! - [`later`] carries answers given after the call returned ([`ReplyToken`]);
 //! - [`fs`] holds the APIs filesystems implement (inode- and path-level);
 //! - [`session`] ties a [`mount`] to a transport and a filesystem;
 //! - [`stats`] keeps per-request-type counts and latency histograms.
@@ -16,6 +17,7 @@
 pub mod dispatch;
 pub mod error;
 pub mod fs;
+pub mod later;
 pub mod mount;
 pub mod protocol;
 pub mod session;
@@ -26,7 +28,8 @@ pub mod transport;
 pub mod types;
 
 pub use error::{Errno, Error, FsResult};
-pub use fs::{Filesystem, PathAdapter, PathFilesystem};
+pub use fs::{AsyncAdapter, AsyncFilesystem, Filesystem, PathAdapter, PathFilesystem};
+pub use later::{OwnedCtx, ReplyToken};
 pub use mount::{FsOptions, MountOptions, Options, TimeoutOverrides};
 pub use session::{Session, SessionConfig, ShutdownHandle};
 pub use types::*;

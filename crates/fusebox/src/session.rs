@@ -13,6 +13,7 @@ use zerocopy::IntoBytes;
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
+use crate::later::{InFlight, LaterLimits};
 use crate::mount::{Mount, Options};
 use crate::protocol::{
     init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op,
@@ -46,6 +47,8 @@ pub struct SessionConfig {
     pub thread_policy: ThreadPolicy,
     /// Serve `fusebox stats` on a unix socket.
     pub stats_socket: bool,
+    /// Bounds on requests answered later (memory they may hold).
+    pub later: LaterLimits,
 }
 
 pub use crate::thread_policy::ThreadPolicy;
@@ -60,6 +63,7 @@ impl Default for SessionConfig {
             uring: UringConfig::default(),
             thread_policy: ThreadPolicy::Adaptive,
             stats_socket: true,
+            later: LaterLimits::default(),
         }
     }
 }
@@ -89,6 +93,7 @@ fn snapshot_fn(
     mountpoint: &Path,
     transport: TransportKind,
     stats: Arc<Vec<Arc<WorkerStats>>>,
+    inflight: Arc<InFlight>,
     negotiated: Arc<OnceLock<Negotiated>>,
 ) -> impl Fn() -> Snapshot + Send + Sync + 'static {
     let mountpoint = std::fs::canonicalize(mountpoint)
@@ -108,6 +113,7 @@ fn snapshot_fn(
             flags: n.map(|n| n.flags.clone()).unwrap_or_default(),
             uptime_ms: started.elapsed().as_millis() as u64,
             ops: stats::collect(&stats),
+            later: inflight.totals(),
         }
     }
 }
@@ -143,6 +149,7 @@ impl<F: Filesystem> Session<F> {
         } else {
             0
         };
+        let inflight = Arc::new(InFlight::new(classic_n + rings_n, cfg.later));
         let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
             (0..classic_n)
                 .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
@@ -154,6 +161,8 @@ impl<F: Filesystem> Session<F> {
                         format!("uring/q{q}.{k}")
                     }))
                 }))
+                // Answers given later, recorded by whichever thread answers.
+                .chain(std::iter::once(inflight.stats.clone()))
                 .collect(),
         );
         // The statistics endpoint is up before mount(2) makes the mount
@@ -164,6 +173,7 @@ impl<F: Filesystem> Session<F> {
             mountpoint,
             transport,
             stats.clone(),
+            inflight.clone(),
             negotiated.clone(),
         ));
         let stats_server = if cfg.stats_socket {
@@ -206,12 +216,19 @@ impl<F: Filesystem> Session<F> {
         let parse = ParseConfig {
             setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT),
         };
-        let dispatcher = Arc::new(Dispatcher::new(
+        let dispatcher = Arc::new(Dispatcher::with_inflight(
             fs,
             parse,
             notifier.clone(),
-            classic_n + rings_n,
+            inflight.clone(),
         ));
+        // Each ring thread's way back for answers given later, made here so
+        // the /dev/fuse worker can tell them all when the connection ends.
+        let mailboxes = (0..rings_n)
+            .map(|_| uring::RingMailbox::new())
+            .collect::<Result<Vec<_>, _>>()?;
+        let ring_bells: Vec<Arc<uring::RingMailbox>> =
+            mailboxes.iter().map(|(m, _)| m.clone()).collect();
         let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
@@ -231,14 +248,11 @@ impl<F: Filesystem> Session<F> {
         for i in 0..classic_n {
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
                 .map_err(|source| Error::Clone { worker: i, source })?;
-            let channel = DevChannel::new(fd);
+            let channel = Arc::new(DevChannel::new(fd));
             let dispatcher = dispatcher.clone();
-            let mut worker = Worker {
-                data: DataOut::with_capacity(buf_size),
-                stats: stats[i].clone(),
-                slot: i,
-                guard: None,
-            };
+            let mut worker = Worker::new(DataOut::with_capacity(buf_size), stats[i].clone(), i);
+            worker.later = Some(channel.clone());
+            let ring_bells = ring_bells.clone();
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
             let policy = cfg.thread_policy;
@@ -265,6 +279,11 @@ impl<F: Filesystem> Session<F> {
                         buf_size,
                         linger.as_ref(),
                     );
+                    // The connection is gone: ring threads holding entries
+                    // for later answers must stop waiting for them.
+                    for m in &ring_bells {
+                        m.close();
+                    }
                     live.fetch_sub(1, Ordering::AcqRel);
                     r
                 })?;
@@ -275,7 +294,7 @@ impl<F: Filesystem> Session<F> {
         let payload_len = (conn.max_write as usize)
             .next_multiple_of(4096)
             .max(abi::MIN_READ_BUFFER);
-        for t in 0..rings_n {
+        for (t, mail) in mailboxes.into_iter().enumerate() {
             let (q, k) = (t / per_queue, t % per_queue);
             let slot = classic_n + t;
             let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device())).map_err(
@@ -285,12 +304,11 @@ impl<F: Filesystem> Session<F> {
                 },
             )?;
             let dispatcher = dispatcher.clone();
-            let mut worker = Worker {
-                data: DataOut::with_capacity(payload_len),
-                stats: stats[slot].clone(),
+            let mut worker = Worker::new(
+                DataOut::with_capacity(payload_len),
+                stats[slot].clone(),
                 slot,
-                guard: None,
-            };
+            );
             let live = live_workers.clone();
             let ucfg = cfg.uring;
             let policy = cfg.thread_policy;
@@ -324,9 +342,16 @@ impl<F: Filesystem> Session<F> {
                     )
                     .map_err(Error::from)
                     .and_then(|mut ring| {
-                        uring::run_queue(&dispatcher, &mut ring, &mut worker, ucfg.poll, || {
-                            registered.fetch_add(1, Ordering::AcqRel);
-                        })
+                        uring::run_queue(
+                            &dispatcher,
+                            &mut ring,
+                            &mut worker,
+                            ucfg.poll,
+                            mail,
+                            || {
+                                registered.fetch_add(1, Ordering::AcqRel);
+                            },
+                        )
                     });
                     if let Err(e) = &r {
                         // The kernel routes this CPU's requests to this queue

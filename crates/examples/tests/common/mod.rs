@@ -294,6 +294,31 @@ impl TestMount {
         )
     }
 
+    /// memfs served through the async API (a tokio task per request,
+    /// answered with its reply token).
+    pub fn memfs_async_on(t: Transport) -> TestMount {
+        let fs =
+            fusebox::fs::AsyncAdapter::new(fusebox::fs::Ready(MemFs::new(Timeouts::default())))
+                .expect("tokio runtime");
+        Self::mount_on(t, fs, scratch_dir("memfs-async"), None, &test_options())
+    }
+
+    /// stackfs served through the async API.
+    pub fn stackfs_async_on(t: Transport) -> TestMount {
+        let dir = scratch_dir("stackfs-async");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let opts = test_options();
+        let stack = StackOptions {
+            fs: opts.fs,
+            fd_cache: 4096,
+            ..Default::default()
+        };
+        let fs = StackFs::new(&src, stack).expect("stackfs");
+        let fs = fusebox::fs::AsyncAdapter::new(fusebox::fs::Ready(fs)).expect("tokio runtime");
+        Self::mount_on(t, fs, dir, Some(src), &opts)
+    }
+
     /// Fails the test unless the kernel agreed to `flag` (a name as
     /// `fusebox stats` prints it): a column must test what it names.
     pub fn assert_negotiated(&self, flag: &str) {

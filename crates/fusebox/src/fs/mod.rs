@@ -1,9 +1,12 @@
 //! Filesystem APIs: the inode-level [`Filesystem`] trait that dispatch
-//! calls, and the path-level [`PathFilesystem`] built on top of it.
+//! calls, the path-level [`PathFilesystem`] built on top of it, and the
+//! async [`AsyncFilesystem`] served through it by [`AsyncAdapter`].
 
+mod asynchronous;
 mod inode;
 pub mod ops;
 mod path;
 
+pub use asynchronous::{AsyncAdapter, AsyncFilesystem, Ready};
 pub use inode::Filesystem;
 pub use path::{PathAdapter, PathFilesystem};

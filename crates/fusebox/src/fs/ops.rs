@@ -18,6 +18,8 @@ pub struct Ctx<'a> {
     /// The worker's "interrupted" slot: holds `unique` once the kernel sent
     /// an INTERRUPT for this request.
     pub(crate) interrupt_slot: Option<&'a AtomicU64>,
+    /// How to answer this request later, if its transport allows.
+    pub(crate) later: Option<&'a crate::later::LaterRoute<'a>>,
 }
 
 impl Ctx<'_> {
@@ -29,6 +31,26 @@ impl Ctx<'_> {
             gid: 0,
             pid: 0,
             interrupt_slot: None,
+            later: None,
+        }
+    }
+
+    /// Take this request's reply, to answer it later from any thread (see
+    /// [`ReplyToken`](crate::later::ReplyToken)); then return
+    /// [`Errno::LATER`](crate::Errno::LATER). The serving thread moves on at
+    /// once. Fails (EIO) when called twice for one request, and with ENOSYS
+    /// where no later answer is possible (a `Ctx::internal`, or the async
+    /// API, whose methods answer by returning).
+    pub fn reply_later(&self) -> Result<crate::later::ReplyToken, crate::Errno> {
+        match self.later {
+            Some(route) => route.take(self.unique),
+            None => {
+                tracing::error!(
+                    unique = self.unique,
+                    "reply_later: this request cannot be answered later"
+                );
+                Err(crate::Errno::ENOSYS)
+            }
         }
     }
 

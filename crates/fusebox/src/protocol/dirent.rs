@@ -24,7 +24,9 @@ pub struct DirEntries<'a, 'b> {
 }
 
 impl<'a, 'b> DirEntries<'a, 'b> {
-    pub(crate) fn new(out: &'a mut DataOut<'b>, plus: bool) -> Self {
+    /// Entries written into `out`, for a READDIR (`plus` false) or a
+    /// READDIRPLUS answer (a later answer builds its own).
+    pub fn new(out: &'a mut DataOut<'b>, plus: bool) -> Self {
         DirEntries { out, plus }
     }
 

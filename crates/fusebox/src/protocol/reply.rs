@@ -187,6 +187,12 @@ impl<'a> DataOut<'a> {
         self.limit = limit;
     }
 
+    /// Change how many bytes the reply may carry (a later answer built
+    /// before its request's limit was applied).
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     /// The most bytes the kernel accepts in this reply.
     pub fn limit(&self) -> usize {
         self.limit

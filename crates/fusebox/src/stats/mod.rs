@@ -67,6 +67,21 @@ impl WorkerStats {
     }
 }
 
+impl WorkerStats {
+    /// Record one request on a table several threads write (answers given
+    /// later, from whichever thread answers): atomic adds.
+    pub fn record_shared(&self, op: Opcode, elapsed: Duration, failed: bool) {
+        let c = &self.ops[op.table_index()];
+        let ns = elapsed.as_nanos().min(u64::MAX as u128) as u64;
+        c.count.fetch_add(1, Ordering::Relaxed);
+        c.total_ns.fetch_add(ns, Ordering::Relaxed);
+        c.bins[bin_for(ns)].fetch_add(1, Ordering::Relaxed);
+        if failed {
+            c.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 #[inline]
 fn bump(a: &AtomicU64, by: u64) {
     a.store(
@@ -118,6 +133,9 @@ pub struct Snapshot {
     pub flags: Vec<String>,
     pub uptime_ms: u64,
     pub ops: Vec<OpSnapshot>,
+    /// Requests in flight, and those answered later.
+    #[serde(default)]
+    pub later: crate::later::LaterTotals,
 }
 
 impl Snapshot {

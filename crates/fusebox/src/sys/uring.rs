@@ -111,9 +111,46 @@ pub struct QueueRing {
     /// io_uring_enter then names the ring by this index, sparing an fd-table
     /// lookup and a reference count per call.
     enter_index: Option<u32>,
+    /// A read of an eventfd kept armed on the ring, so another thread can
+    /// wake the queue thread out of io_uring_enter (answers given later).
+    wake: Option<WakeRead>,
     /// Not Send: the registered ring fd (and a single-issuer ring) belong to
     /// the thread that built the ring.
     _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+/// The eventfd read behind [`QueueRing::arm_wake`]. Its 8-byte buffer
+/// belongs to the kernel while the read is armed.
+struct WakeRead {
+    fd: std::os::fd::RawFd,
+    buf: NonNull<u64>,
+    armed: bool,
+}
+
+// SAFETY: the buffer is a heap allocation owned by this struct alone.
+unsafe impl Send for WakeRead {}
+
+impl Drop for WakeRead {
+    fn drop(&mut self) {
+        if !self.armed {
+            // SAFETY: allocated by Box::into_raw in `arm_wake`, freed once,
+            // and no read of the kernel's targets it any more.
+            drop(unsafe { Box::from_raw(self.buf.as_ptr()) });
+        }
+        // Armed: the kernel may still write it; leaked (8 bytes).
+    }
+}
+
+/// `user_data` of the wake-up read's completions (entries use their index).
+const WAKE_USER_DATA: u64 = u64::MAX;
+
+/// A completion reaped from a queue ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// Entry `idx` came back with `res` (a request, or an error).
+    Entry { idx: usize, res: i32 },
+    /// The wake-up read finished (`res` < 0: it failed; re-arm anyway).
+    Wake { res: i32 },
 }
 
 /// Ring setup choices that are measured rather than assumed.
@@ -135,7 +172,8 @@ impl QueueRing {
         flags: RingFlags,
     ) -> io::Result<QueueRing> {
         let mut b = IoUring::<squeue::Entry128, cqueue::Entry>::builder();
-        b.setup_cqsize((2 * depth + 2) as u32);
+        // Every entry and the wake-up read may complete at once.
+        b.setup_cqsize((2 * depth + 4) as u32);
         if flags.single_issuer || flags.defer_taskrun {
             b.setup_single_issuer();
         }
@@ -145,7 +183,7 @@ impl QueueRing {
         if flags.coop_taskrun {
             b.setup_coop_taskrun();
         }
-        let ring = b.build(depth.next_power_of_two() as u32)?;
+        let ring = b.build((depth + 1).next_power_of_two() as u32)?;
         // Both registrations are optimisations: a kernel that refuses them
         // still runs the ring the plain way.
         let device_fixed = ring
@@ -189,6 +227,7 @@ impl QueueRing {
             unsubmitted: 0,
             device_fixed,
             enter_index,
+            wake: None,
             _thread_bound: std::marker::PhantomData,
         })
     }
@@ -362,14 +401,49 @@ impl QueueRing {
         !self.ring.completion().is_empty()
     }
 
-    /// Reap one completion: (entry index, result).
-    pub fn next_completion(&mut self) -> Option<(usize, i32)> {
+    /// Keep a read of eventfd `fd` armed on the ring: a write to it from
+    /// any thread completes the read and wakes this one. Call again after
+    /// each [`Completion::Wake`]. `fd` must stay open while the ring lives.
+    pub fn arm_wake(&mut self, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        let wake = self.wake.get_or_insert_with(|| WakeRead {
+            fd: fd.as_raw_fd(),
+            buf: NonNull::from(Box::leak(Box::new(0u64))),
+            armed: false,
+        });
+        if wake.armed {
+            return Ok(());
+        }
+        let sqe: squeue::Entry128 =
+            opcode::Read::new(types::Fd(wake.fd), wake.buf.as_ptr().cast(), 8)
+                .build()
+                .user_data(WAKE_USER_DATA)
+                .into();
+        // SAFETY: the 8-byte buffer stays allocated while the read is armed
+        // (WakeRead leaks it if dropped armed) and nothing else touches it.
+        unsafe { self.ring.submission().push(&sqe) }
+            .map_err(|_| io::Error::other("submission queue full"))?;
+        wake.armed = true;
+        self.unsubmitted += 1;
+        Ok(())
+    }
+
+    /// Reap one completion.
+    pub fn next_completion(&mut self) -> Option<Completion> {
         loop {
             let cqe = self.ring.completion().next()?;
+            if cqe.user_data() == WAKE_USER_DATA {
+                if let Some(w) = &mut self.wake {
+                    w.armed = false;
+                }
+                return Some(Completion::Wake { res: cqe.result() });
+            }
             let idx = cqe.user_data() as usize;
             if let Some(entry) = self.entries.get_mut(idx) {
                 entry.with_kernel = false;
-                return Some((idx, cqe.result()));
+                return Some(Completion::Entry {
+                    idx,
+                    res: cqe.result(),
+                });
             }
             tracing::warn!(
                 user_data = cqe.user_data(),

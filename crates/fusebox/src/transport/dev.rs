@@ -2,7 +2,7 @@
 //! cloned fd so the kernel hands requests to them without a shared lock.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,9 +10,10 @@ use std::time::Duration;
 use fusebox_abi::{InHeader, Opcode};
 use zerocopy::FromBytes;
 
-use crate::dispatch::{Dispatcher, Worker};
+use crate::dispatch::{send_outcome, Dispatcher, ReplyData, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
+use crate::later::{LaterReply, LaterSink};
 use crate::protocol::ReplySink;
 
 /// One /dev/fuse fd as a reply sink: a reply is one `writev`.
@@ -44,6 +45,32 @@ impl ReplySink for DevChannel {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+/// Answers given later go out at once, from the answering thread, on the fd
+/// the request was read from: the kernel looks a reply's request up among
+/// those read through the fd it is written to.
+impl LaterSink for DevChannel {
+    fn deliver(&self, r: LaterReply) {
+        if let Err(e) = send_outcome(r.unique, r.result, ReplyData::Buffer(&r.data), self) {
+            // ENOENT: interrupted and forgotten; ENODEV/ECONNABORTED: the
+            // mount is gone. Either way nobody waits for this answer.
+            tracing::debug!(unique = r.unique, opcode = ?r.opcode, error = %e, "later answer not delivered");
+        }
+    }
+}
+
+/// True once the connection behind `device` is gone (unmounted or aborted):
+/// the kernel then reports POLLERR on it.
+pub(crate) fn device_gone(device: BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &device,
+        rustix::event::PollFlags::IN,
+    )];
+    match rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())) {
+        Ok(_) => fds[0].revents().contains(rustix::event::PollFlags::ERR),
+        Err(_) => false,
     }
 }
 
@@ -84,6 +111,9 @@ pub fn run_worker<F: Filesystem>(
             Ok(n) => {
                 dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
                 worker.served();
+                // Requests answered later hold memory until answered: at the
+                // session's limit, stop reading until one is.
+                dispatcher.inflight().wait_below_limit(channel.fd.as_fd());
                 if let Some(l) = linger {
                     let forget = InHeader::read_from_prefix(&buf[..n])
                         .is_ok_and(|(h, _)| Opcode(h.opcode).is_no_reply());

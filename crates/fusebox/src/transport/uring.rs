@@ -11,17 +11,82 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use zerocopy::FromBytes;
 
-use crate::dispatch::{Dispatcher, ReplyData, Worker};
+use crate::dispatch::{send_outcome, Dispatcher, ReplyData, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
+use crate::later::{EntryRef, LaterReply, LaterSink};
 use crate::protocol::reply::Detached;
 use crate::protocol::{DataOut, ReplySink};
-use crate::sys::uring::{QueueRing, ReplyBuffers};
+use crate::sys::uring::{Completion, QueueRing, ReplyBuffers};
 use crate::transport::dev::WorkerExit;
+
+/// How answers given later reach a queue thread: a channel (no lock per
+/// answer) and an eventfd whose read is kept armed on the ring, written
+/// only when the queue thread has not been told yet, so a burst of answers
+/// costs one wake-up. The queue thread commits them on its ring with the
+/// other commits of that wake-up.
+pub struct RingMailbox {
+    tx: mpsc::Sender<LaterReply>,
+    wake: OwnedFd,
+    /// A wake-up is on its way (the eventfd was written and the queue thread
+    /// has not reaped the read yet).
+    notified: AtomicBool,
+    /// The connection is gone (the session's /dev/fuse worker saw it end):
+    /// entries held for later answers will never be taken back by the
+    /// kernel, so the queue thread must not wait for them.
+    closed: AtomicBool,
+}
+
+/// The queue thread's end of a [`RingMailbox`].
+pub struct RingInbox(mpsc::Receiver<LaterReply>);
+
+impl RingMailbox {
+    pub fn new() -> io::Result<(Arc<RingMailbox>, RingInbox)> {
+        let wake = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        let (tx, rx) = mpsc::channel();
+        Ok((
+            Arc::new(RingMailbox {
+                tx,
+                wake,
+                notified: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+            RingInbox(rx),
+        ))
+    }
+
+    fn ring_bell(&self) {
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            // EAGAIN only if the counter is about to overflow: already rung.
+            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Tell the queue thread the connection is gone.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+    }
+}
+
+impl LaterSink for RingMailbox {
+    fn deliver(&self, reply: LaterReply) {
+        // A send fails once the queue thread is gone: nobody to answer.
+        if self.tx.send(reply).is_ok() {
+            self.ring_bell();
+        }
+    }
+}
 
 /// How a queue thread waits for work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -139,21 +204,30 @@ fn answers_in_place(opcode: u32) -> bool {
     )
 }
 
-/// Serve one ring of a queue until the kernel ends every entry (unmount or abort).
-/// `registered` runs once the entries are handed to the kernel.
+/// Serve one ring of a queue until the kernel ends every entry (unmount or
+/// abort). `registered` runs once the entries are handed to the kernel.
+/// Answers given later arrive through `mailbox`/`inbox`; the entry of such
+/// a request stays with this thread until its answer comes.
 pub fn run_queue<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
     ring: &mut QueueRing,
     worker: &mut Worker,
     poll: PollPolicy,
+    (mailbox, inbox): (Arc<RingMailbox>, RingInbox),
     registered: impl FnOnce(),
 ) -> Result<WorkerExit, Error> {
+    worker.later = Some(mailbox.clone());
+    ring.arm_wake(mailbox.wake.as_fd())?;
     for idx in 0..ring.depth() {
         ring.register(idx)?;
     }
     ring.submit()?;
     registered();
+    // Entries not yet ended by the kernel, and of those, the ones whose
+    // request is answered later (held here, not with the kernel).
     let mut live = ring.depth();
+    let mut held = 0usize;
+    let mut closing = false;
     let mut aborted = false;
     let mut failure: Option<io::Error> = None;
     // With coop/defer taskrun, requests land only when this thread enters
@@ -172,7 +246,9 @@ pub fn run_queue<F: Filesystem>(
     // ends when the batch it brings was received. Four reads per request
     // were ~4% of a GETATTR's cost in a profile (a read costs ~0.1 us here).
     let mut last_done = Instant::now();
-    while live > 0 {
+    // Held entries keep the loop going until answered, unless the
+    // connection is gone: the kernel then forgets them without a completion.
+    while live > held || (held > 0 && !closing) {
         if !ring.has_completions() {
             let mut found = false;
             if let Some(window) = poller.window() {
@@ -197,7 +273,23 @@ pub fn run_queue<F: Filesystem>(
         }
         let received = Instant::now();
         let mut served = false;
-        while let Some((idx, res)) = ring.next_completion() {
+        while let Some(completion) = ring.next_completion() {
+            let (idx, res) = match completion {
+                Completion::Wake { res } => {
+                    // Re-armed first: an answer delivered from here on rings
+                    // again; those before are drained below.
+                    mailbox.notified.store(false, Ordering::SeqCst);
+                    if res < 0 && res != -libc::EINTR && res != -libc::EAGAIN {
+                        tracing::debug!(res, "io_uring: wake-up read failed; re-arming");
+                    }
+                    ring.arm_wake(mailbox.wake.as_fd())?;
+                    if mailbox.closed.load(Ordering::Acquire) {
+                        closing = true;
+                    }
+                    continue;
+                }
+                Completion::Entry { idx, res } => (idx, res),
+            };
             served = true;
             if res < 0 {
                 match -res {
@@ -209,9 +301,13 @@ pub fn run_queue<F: Filesystem>(
                     }
                     libc::ECONNABORTED => {
                         aborted = true;
+                        closing = true;
                         live -= 1;
                     }
-                    libc::ENOTCONN | libc::ECANCELED | libc::ENODEV => live -= 1,
+                    libc::ENOTCONN | libc::ECANCELED | libc::ENODEV => {
+                        closing = true;
+                        live -= 1;
+                    }
                     // EINVAL, EOPNOTSUPP, ...: the kernel refused the entry;
                     // report it instead of passing for a clean unmount.
                     errno => {
@@ -223,7 +319,31 @@ pub fn run_queue<F: Filesystem>(
                 }
                 continue;
             }
-            last_done = serve_entry(dispatcher, ring, idx, received, worker)?;
+            match serve_entry(dispatcher, ring, idx, received, worker)? {
+                Served::Now(done) => last_done = done,
+                Served::Later => held += 1,
+            }
+        }
+        // Answers given later. try_recv on an empty channel is a load.
+        while let Ok(reply) = inbox.0.try_recv() {
+            held = held.saturating_sub(1);
+            if closing {
+                // The kernel let go of the entry when the connection ended.
+                live = live.saturating_sub(1);
+                continue;
+            }
+            served = true;
+            let (idx, commit_id, unique) = (reply.at.entry, reply.at.commit_id, reply.unique);
+            answer_entry(ring, idx, commit_id, unique, true, |sink| {
+                if let Err(e) = send_outcome(
+                    reply.unique,
+                    reply.result,
+                    ReplyData::Buffer(&reply.data),
+                    sink,
+                ) {
+                    tracing::debug!(unique, error = %e, "later answer does not fit its ring entry");
+                }
+            })?;
         }
         if served {
             worker.served();
@@ -242,47 +362,86 @@ pub fn run_queue<F: Filesystem>(
     })
 }
 
-/// Serve one ring entry and queue its commit; returns when it was done.
+/// How a ring entry's request was served.
+enum Served {
+    /// Answered and its commit queued; when it was done.
+    Now(Instant),
+    /// Its handler took the reply token: the entry waits for the answer.
+    Later,
+}
+
+/// Serve one ring entry and queue its commit.
 fn serve_entry<F: Filesystem>(
     d: &Dispatcher<F>,
     ring: &mut QueueRing,
     idx: usize,
     received: Instant,
     w: &mut Worker,
-) -> Result<Instant, Error> {
+) -> Result<Served, Error> {
     let (pending, commit_id, unique, spilled) = {
         let (r, spare) = ring.request_and_spare(idx)?;
+        let at = EntryRef {
+            entry: idx,
+            commit_id: r.commit_id,
+        };
         match spare.filter(|_| answers_in_place(r.header.opcode)) {
             Some(buf) => {
                 let limit = buf.len();
                 let mut out = DataOut::lent(buf, limit);
-                let p = d.process_split(r.header, r.op_in, r.payload, received, w, Some(&mut out));
+                let p = d.process_split(
+                    r.header,
+                    r.op_in,
+                    r.payload,
+                    received,
+                    at,
+                    w,
+                    Some(&mut out),
+                );
                 (p, r.commit_id, r.header.unique, Some(out.detach()))
             }
             None => (
-                d.process_split(r.header, r.op_in, r.payload, received, w, None),
+                d.process_split(r.header, r.op_in, r.payload, received, at, w, None),
                 r.commit_id,
                 r.header.unique,
                 None,
             ),
         }
     };
+    if pending.answered_later() {
+        return Ok(Served::Later);
+    }
     let needs_reply = pending.needs_reply();
-    let (len, done) = {
+    let mut done = received;
+    answer_entry(ring, idx, commit_id, unique, needs_reply, |sink| {
+        done = match &spilled {
+            None => d.finish(pending, w, sink),
+            Some(Detached::InPlace(n)) => {
+                d.finish_with(pending, &w.stats, ReplyData::InPlace(*n), sink)
+            }
+            Some(Detached::Spilled(data)) => {
+                d.finish_with(pending, &w.stats, ReplyData::Buffer(data), sink)
+            }
+        };
+    })?;
+    Ok(Served::Now(done))
+}
+
+/// Write an answer into entry `idx` with `send` and queue its commit.
+fn answer_entry(
+    ring: &mut QueueRing,
+    idx: usize,
+    commit_id: u64,
+    unique: u64,
+    needs_reply: bool,
+    send: impl FnOnce(&RingSink<'_>),
+) -> Result<(), Error> {
+    let len = {
         let sink = RingSink {
             bufs: RefCell::new(ring.reply_buffers(idx)?),
             payload_len: Cell::new(0),
             sent: Cell::new(false),
         };
-        let done = match &spilled {
-            None => d.finish(pending, w, &sink),
-            Some(Detached::InPlace(n)) => {
-                d.finish_with(pending, &w.stats, ReplyData::InPlace(*n), &sink)
-            }
-            Some(Detached::Spilled(data)) => {
-                d.finish_with(pending, &w.stats, ReplyData::Buffer(data), &sink)
-            }
-        };
+        send(&sink);
         if !sink.sent.get() {
             // No answer went out: a request that takes none still holds the
             // entry (commit an empty success to re-arm it); one whose answer
@@ -295,10 +454,10 @@ fn serve_entry<F: Filesystem>(
             };
             sink.send(&[zerocopy::IntoBytes::as_bytes(&header)])?;
         }
-        (sink.payload_len.get(), done)
+        sink.payload_len.get()
     };
     ring.commit(idx, commit_id, len)?;
-    Ok(done)
+    Ok(())
 }
 
 /// CPUs the kernel may run applications on: it makes one queue for each
