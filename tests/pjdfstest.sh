@@ -37,7 +37,8 @@ runs=0
 configs="stackfs-classic stackfs classic
 memfs-classic memfs classic
 pathfs-classic pathfs classic
-memfs-classic-async memfs classic --async-api"
+memfs-classic-async memfs classic --async-api
+pathfs-classic-async pathfs classic --async-api"
 if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
   configs="$configs
 stackfs-uring stackfs uring

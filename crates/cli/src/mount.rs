@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fusebox::fs::{AsyncAdapter, Ready};
+use fusebox::fs::{AsyncAdapter, Ready, ReadyPath};
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
 use fusebox_examples::{
@@ -117,7 +117,8 @@ pub struct MountArgs {
     #[arg(long, default_value = "block", value_parser = parse_waiting)]
     pub waiting: fusebox_examples::Waiting,
     /// Serve the filesystem through the async API (a tokio task per
-    /// request, answered later), to try that path with any filesystem.
+    /// request, answered later), to try that path with any filesystem;
+    /// pathfs goes through the path-level async API.
     #[arg(long)]
     pub async_api: bool,
     /// Most requests answered later at once; a classic worker stops
@@ -262,6 +263,13 @@ pub fn run(args: MountArgs) -> Result<()> {
             let src = source.expect("checked above");
             let fs = PathPassthrough::new(&src, opts.fs)
                 .with_context(|| format!("opening source {}", src.display()))?;
+            if args.async_api {
+                // The path-level async API, not the inode-level one over a
+                // synchronous path table.
+                let fs = AsyncAdapter::new(PathAdapter::new(ReadyPath(fs)))
+                    .context("starting the tokio runtime")?;
+                return serve_session(fs, &mountpoint, &opts, cfg, args.notify_ready);
+            }
             serve!(PathAdapter::new(fs))
         }
         FsKind::Memfs => {

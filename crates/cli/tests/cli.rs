@@ -486,3 +486,55 @@ fn a_saved_bench_run_renders_again() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a fusebox bench results file"), "{err}");
 }
+
+/// `fusebox mount timingfs --latency --waiting token`: parallel stats all
+/// overlap on two workers, and `fusebox stats` shows them as answered later
+/// with the peak in flight.
+#[test]
+fn requests_answered_later_show_in_stats() {
+    let dir = scratch("later");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let m = mnt.to_str().unwrap();
+    let out = fusebox(&[
+        "mount",
+        "timingfs",
+        m,
+        "--profile",
+        "pmem",
+        "--files",
+        "16",
+        "--size",
+        "4K",
+        "--latency",
+        "200ms",
+        "--waiting",
+        "token",
+        "--threads",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _guard = Guard(mnt.clone());
+    let readers: Vec<_> = (0..16)
+        .map(|i| {
+            let p = mnt.join(format!("file{i}"));
+            std::thread::spawn(move || std::fs::read(p).map(|d| d.len()))
+        })
+        .collect();
+    for r in readers {
+        assert_eq!(r.join().unwrap().unwrap(), 4096);
+    }
+    let out = fusebox(&["stats", m, "--json"]);
+    let snap: fusebox::stats::Snapshot = serde_json::from_slice(&out.stdout).unwrap();
+    // 16 LOOKUPs at once, then OPENs and READs: at least 16 in flight together.
+    assert!(snap.later.in_flight_peak >= 16, "{:?}", snap.later);
+    assert!(snap.later.taken >= 48, "{:?}", snap.later);
+    assert_eq!(snap.later.pending, 0);
+    let text = String::from_utf8_lossy(&fusebox(&["stats", m]).stdout).to_string();
+    assert!(text.contains("in flight: 0 now"), "{text}");
+    assert!(fusebox(&["umount", m]).status.success());
+}

@@ -842,7 +842,8 @@ macro_rules! table {
             }
         }
         /// Through the async API (every request a tokio task answered with
-        /// its reply token): memfs over classic, stackfs over io_uring.
+        /// its reply token): memfs over classic, stackfs over io_uring, and
+        /// pathfs through the path-level async API over classic.
         mod async_api {
             use super::common::{uring_or_skip, TestMount};
             use fusebox::transport::TransportKind::{Classic, Uring};
@@ -858,6 +859,13 @@ macro_rules! table {
                     if uring_or_skip(stringify!($case)) {
                         super::super::run_case(TestMount::stackfs_async_on(Uring), super::super::cases::$case)
                     }
+                })*
+            }
+            /// The path-level async API (`AsyncPathFilesystem`).
+            mod pathfs_classic {
+                use super::*;
+                $(#[test] fn $case() {
+                    super::super::run_case(TestMount::pathfs_async_on(Classic), super::super::cases::$case)
                 })*
             }
         }

@@ -406,6 +406,35 @@ impl std::fmt::Debug for ReplyToken {
     }
 }
 
+/// Whether a request answered later was interrupted, and callbacks for
+/// when it is; held apart from its [`ReplyToken`].
+#[derive(Clone)]
+pub struct InterruptHandle(Arc<RequestState>);
+
+impl InterruptHandle {
+    pub fn interrupted(&self) -> bool {
+        self.0.is_interrupted()
+    }
+
+    /// Run `f` when the application gives up on the request: on the thread
+    /// that received the INTERRUPT, or here and now if it already came. So
+    /// call it with no lock held that `f` takes: a token kept in a mutex
+    /// is put there first, and `f` takes it out to answer EINTR.
+    pub fn on_interrupt(&self, f: impl FnOnce() + Send + 'static) {
+        let state = &self.0;
+        let mut callbacks = state
+            .on_interrupt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if state.is_interrupted() {
+            drop(callbacks);
+            f();
+        } else {
+            callbacks.push(Box::new(f));
+        }
+    }
+}
+
 /// The caller's identity, owned, for work that outlives the handler call
 /// (the async API): [`OwnedCtx::ctx`] lends a [`Ctx`](crate::fs::ops::Ctx).
 #[derive(Clone)]
@@ -446,6 +475,13 @@ impl ReplyToken {
         self.inner().opcode
     }
 
+    /// The most data bytes the request accepts (READ's and READDIR's size,
+    /// READLINK's PATH_MAX, ...): reset a `DataOut` to it before building
+    /// directory entries into it, so none is cut in half.
+    pub fn size_limit(&self) -> usize {
+        self.inner().shape.limit
+    }
+
     /// True once the application gave up on the request (a signal). A
     /// filesystem may then stop early and answer `Errno::EINTR`.
     pub fn interrupted(&self) -> bool {
@@ -456,17 +492,14 @@ impl ReplyToken {
     /// if it already came) when the application gives up on the request.
     /// Keep it short: it runs on a serving thread.
     pub fn on_interrupt(&self, f: impl FnOnce() + Send + 'static) {
-        let state = &self.inner().state;
-        let mut callbacks = state
-            .on_interrupt
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if state.is_interrupted() {
-            drop(callbacks);
-            f();
-        } else {
-            callbacks.push(Box::new(f));
-        }
+        self.interrupt_handle().on_interrupt(f)
+    }
+
+    /// The request's interrupt state, apart from the token: for a callback
+    /// that must reach the token where it is kept (see
+    /// [`InterruptHandle::on_interrupt`]).
+    pub fn interrupt_handle(&self) -> InterruptHandle {
+        InterruptHandle(self.inner().state.clone())
     }
 
     /// The caller's identity, to keep past the handler call.
@@ -538,7 +571,8 @@ impl ReplyToken {
     }
 
     /// READ, READLINK, READDIR/READDIRPLUS (entries encoded with
-    /// [`DirEntries`](crate::protocol::DirEntries) over a `DataOut`),
+    /// [`DirEntries`](crate::protocol::DirEntries) over a `DataOut` reset
+    /// to [`ReplyToken::size_limit`]),
     /// GETXATTR, LISTXATTR. Data beyond what the kernel asked for is cut
     /// off; for the xattr requests a size query is answered with the size
     /// and a value too long for the caller's buffer with ERANGE.

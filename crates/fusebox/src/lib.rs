@@ -28,8 +28,10 @@ pub mod transport;
 pub mod types;
 
 pub use error::{Errno, Error, FsResult};
-pub use fs::{AsyncAdapter, AsyncFilesystem, Filesystem, PathAdapter, PathFilesystem};
-pub use later::{OwnedCtx, ReplyToken};
+pub use fs::{
+    AsyncAdapter, AsyncFilesystem, AsyncPathFilesystem, Filesystem, PathAdapter, PathFilesystem,
+};
+pub use later::{InterruptHandle, OwnedCtx, ReplyToken};
 pub use mount::{FsOptions, MountOptions, Options, TimeoutOverrides};
 pub use session::{Session, SessionConfig, ShutdownHandle};
 pub use types::*;

@@ -319,6 +319,19 @@ impl TestMount {
         Self::mount_on(t, fs, dir, Some(src), &opts)
     }
 
+    /// pathfs served through the path-level async API
+    /// (`AsyncAdapter::new(PathAdapter::new(ReadyPath(fs)))`).
+    pub fn pathfs_async_on(t: Transport) -> TestMount {
+        let dir = scratch_dir("pathfs-async");
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let opts = test_options();
+        let fs = PathPassthrough::new(&src, opts.fs).expect("pathfs");
+        let fs = fusebox::fs::AsyncAdapter::new(PathAdapter::new(fusebox::fs::ReadyPath(fs)))
+            .expect("tokio runtime");
+        Self::mount_on(t, fs, dir, Some(src), &opts)
+    }
+
     /// Fails the test unless the kernel agreed to `flag` (a name as
     /// `fusebox stats` prints it): a column must test what it names.
     pub fn assert_negotiated(&self, flag: &str) {

@@ -9,4 +9,4 @@ mod path;
 
 pub use asynchronous::{AsyncAdapter, AsyncFilesystem, Ready};
 pub use inode::Filesystem;
-pub use path::{PathAdapter, PathFilesystem};
+pub use path::{AsyncPathFilesystem, PathAdapter, PathFilesystem, ReadyPath};

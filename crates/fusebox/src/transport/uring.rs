@@ -49,10 +49,11 @@ pub struct RingInbox(mpsc::Receiver<LaterReply>);
 
 impl RingMailbox {
     pub fn new() -> io::Result<(Arc<RingMailbox>, RingInbox)> {
-        let wake = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )?;
+        // Blocking: io_uring completes a read of an O_NONBLOCK file at once
+        // with EAGAIN instead of waiting for data, which would turn the
+        // armed read into a busy loop. A write blocks only when the counter
+        // is about to overflow, and the queue thread's read resets it.
+        let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?;
         let (tx, rx) = mpsc::channel();
         Ok((
             Arc::new(RingMailbox {

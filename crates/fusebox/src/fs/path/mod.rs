@@ -5,9 +5,12 @@
 //! parent and its name; a path is derived by walking up to the root. Renaming
 //! a directory therefore touches one node, however large the subtree below it.
 
+mod asynchronous;
 mod table;
 #[cfg(test)]
 mod tests;
+
+pub use asynchronous::{AsyncPathFilesystem, ReadyPath};
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -268,7 +271,11 @@ pub struct PathAdapter<F> {
     table: RwLock<Table>,
 }
 
-impl<F: PathFilesystem> PathAdapter<F> {
+impl<F> PathAdapter<F> {
+    /// Serve `fs`: a [`PathFilesystem`] (the adapter is then a
+    /// [`Filesystem`]) or an [`AsyncPathFilesystem`] (the adapter is then an
+    /// [`AsyncFilesystem`](crate::fs::AsyncFilesystem), to be served by
+    /// [`AsyncAdapter`](crate::fs::AsyncAdapter)).
     pub fn new(fs: F) -> PathAdapter<F> {
         PathAdapter {
             fs,
@@ -324,10 +331,97 @@ impl<F: PathFilesystem> PathAdapter<F> {
     }
 
     /// Record a new kernel reference to `parent/name` and build its entry.
-    fn entry(&self, parent: NodeId, name: &OsStr, attr: FileAttr) -> FsResult<Entry> {
-        let t = self.fs.timeouts();
+    fn register(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        attr: FileAttr,
+        t: &Timeouts,
+    ) -> FsResult<Entry> {
         let node = self.write().register(parent, name, &attr)?;
-        Ok(Entry::new(node, attr, &t))
+        Ok(Entry::new(node, attr, t))
+    }
+
+    /// "." and ".." arrive only from NFS export (`..` finds a parent); they
+    /// name nodes that already exist: which one, and its path.
+    fn dots(&self, dir: NodeId, dotdot: bool) -> FsResult<(NodeId, PathBuf)> {
+        let t = self.read();
+        let node = if dotdot { t.node(dir)?.parent } else { dir };
+        Ok((node, t.path(node, false)?))
+    }
+
+    /// A lookup of "." or ".." still counts as a lookup.
+    fn dots_entry(&self, node: NodeId, attr: FileAttr, t: &Timeouts) -> FsResult<Entry> {
+        self.write()
+            .nodes
+            .get_mut(&node)
+            .ok_or(Errno::ENOENT)?
+            .nlookup += 1;
+        Ok(Entry::new(node, attr, t))
+    }
+
+    /// A failed lookup: the name may have vanished behind the kernel's back
+    /// (the filesystem changed on its own), so drop our mapping and a file
+    /// appearing there later gets a fresh node; then ENOENT, or a negative
+    /// entry the kernel may cache.
+    fn not_found(&self, parent: NodeId, name: &OsStr, t: &Timeouts) -> FsResult<Entry> {
+        self.write().detach_name(parent, name);
+        match t.negative {
+            ttl if ttl.is_zero() => Err(Errno::ENOENT),
+            ttl => Ok(Entry::negative(ttl)),
+        }
+    }
+
+    /// Unlink, rmdir and rename succeeded: move the names the same way.
+    fn renamed(&self, args: &Rename) {
+        let exchange = args.flags & libc::RENAME_EXCHANGE != 0;
+        self.write().rename(
+            args.parent,
+            args.name,
+            args.new_parent,
+            args.new_name,
+            exchange,
+        );
+    }
+}
+
+/// READDIR's filler: entries the filesystem numbers itself (`next` != 0)
+/// go through as they are; otherwise they are counted and the first
+/// `skip` dropped (a filesystem that re-lists from the start every call).
+fn dir_filler<'o, 'a, 'b>(
+    out: &'o mut DirEntries<'a, 'b>,
+    skip: u64,
+) -> impl FnMut(&OsStr, FileType, u64, u64) -> bool + Send + use<'o, 'a, 'b> {
+    let mut counted = 0u64;
+    move |name: &OsStr, kind: FileType, ino: u64, next: u64| -> bool {
+        let next = if next != 0 {
+            next
+        } else {
+            counted += 1;
+            if counted <= skip {
+                return true;
+            }
+            counted
+        };
+        out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name)
+    }
+}
+
+/// The RELEASE of a handle created but never given to the kernel (the
+/// CREATE failed after the file was made), so nobody else would release it.
+fn unseen_release(opened: &Opened, args: &Create) -> Release {
+    Release {
+        fh: opened.fh,
+        flags: args.flags,
+        flush: false,
+        flock_unlock: false,
+        lock_owner: 0,
+    }
+}
+
+impl<F: PathFilesystem> PathAdapter<F> {
+    fn entry(&self, parent: NodeId, name: &OsStr, attr: FileAttr) -> FsResult<Entry> {
+        self.register(parent, name, attr, &self.fs.timeouts())
     }
 
     fn attr_reply(&self, attr: FileAttr) -> AttrReply {
@@ -337,22 +431,10 @@ impl<F: PathFilesystem> PathAdapter<F> {
         }
     }
 
-    /// "." and ".." arrive only from NFS export (`..` finds a parent); they
-    /// name nodes that already exist, and still count as lookups.
     fn lookup_dots(&self, ctx: &Ctx, dir: NodeId, dotdot: bool) -> FsResult<Entry> {
-        let (node, path) = {
-            let t = self.read();
-            let node = if dotdot { t.node(dir)?.parent } else { dir };
-            (node, t.path(node, false)?)
-        };
+        let (node, path) = self.dots(dir, dotdot)?;
         let attr = self.fs.getattr(ctx, &path, None)?;
-        let timeouts = self.fs.timeouts();
-        self.write()
-            .nodes
-            .get_mut(&node)
-            .ok_or(Errno::ENOENT)?
-            .nlookup += 1;
-        Ok(Entry::new(node, attr, &timeouts))
+        self.dots_entry(node, attr, &self.fs.timeouts())
     }
 }
 
@@ -372,16 +454,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let path = self.child_path(parent, name)?;
         match self.fs.getattr(ctx, &path, None) {
             Ok(attr) => self.entry(parent, name, attr),
-            Err(Errno::ENOENT) => {
-                // The name may have vanished behind the kernel's back (the
-                // filesystem changed on its own): drop our mapping so a file
-                // appearing there later gets a fresh node.
-                self.write().detach_name(parent, name);
-                match self.fs.timeouts().negative {
-                    ttl if ttl.is_zero() => Err(Errno::ENOENT),
-                    ttl => Ok(Entry::negative(ttl)),
-                }
-            }
+            Err(Errno::ENOENT) => self.not_found(parent, name, &self.fs.timeouts()),
             Err(e) => Err(e),
         }
     }
@@ -445,14 +518,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let from = self.child_path(args.parent, args.name)?;
         let to = self.child_path(args.new_parent, args.new_name)?;
         self.fs.rename(ctx, &from, &to, args.flags)?;
-        let exchange = args.flags & libc::RENAME_EXCHANGE != 0;
-        self.write().rename(
-            args.parent,
-            args.name,
-            args.new_parent,
-            args.new_name,
-            exchange,
-        );
+        self.renamed(args);
         Ok(())
     }
 
@@ -512,20 +578,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         out: &mut DirEntries<'_, '_>,
     ) -> FsResult<()> {
         let path = self.path(node, true)?;
-        let skip = args.offset;
-        let mut counted = 0u64;
-        let mut filler = |name: &OsStr, kind: FileType, ino: u64, next: u64| -> bool {
-            let next = if next != 0 {
-                next
-            } else {
-                counted += 1;
-                if counted <= skip {
-                    return true;
-                }
-                counted
-            };
-            out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name)
-        };
+        let mut filler = dir_filler(out, args.offset);
         self.fs
             .readdir(ctx, &path, args.fh, args.offset, &mut filler)
     }
@@ -578,16 +631,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
                 Ok((entry, opened))
             }
             Err(e) => {
-                // The kernel will never see this handle, so nobody else
-                // would ever release it.
-                let rel = Release {
-                    fh: opened.fh,
-                    flags: args.flags,
-                    flush: false,
-                    flock_unlock: false,
-                    lock_owner: 0,
-                };
-                let _ = self.fs.release(ctx, &path, &rel);
+                let _ = self.fs.release(ctx, &path, &unseen_release(&opened, args));
                 Err(e)
             }
         }
