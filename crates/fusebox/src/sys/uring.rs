@@ -24,7 +24,7 @@ const ENT_IN_OUT: usize = 256;
 /// A page-aligned anonymous mapping, addressed only through raw pointers
 /// while the kernel may write it. Mapped rather than allocated zeroed: the
 /// allocator zeroes an over-aligned block by writing it, which made every
-/// entry's payload resident at once (6,000 entries of 1 MiB held 5 GB
+/// entry resident at once (two queues of 6,000 entries held 5 GB
 /// before a request came); mapped pages cost memory only once written.
 struct KernelBuf {
     ptr: NonNull<u8>,
