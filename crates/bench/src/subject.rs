@@ -44,13 +44,27 @@ impl Mounted {
     }
 
     /// CPU seconds (user + system) the daemon has used so far.
+    /// A supervised fusebox mount serves from a child of the process the
+    /// bench started, so the daemon is that process and its descendants.
     pub fn daemon_cpu_seconds(&self) -> Option<f64> {
-        self.daemon_pid.and_then(process_cpu_seconds)
+        let pid = self.daemon_pid?;
+        Some(
+            process_tree(pid)
+                .into_iter()
+                .filter_map(process_cpu_seconds)
+                .sum(),
+        )
     }
 
     /// Context switches of the daemon's threads so far.
     pub fn daemon_ctx_switches(&self) -> Option<u64> {
-        self.daemon_pid.and_then(process_ctx_switches)
+        let pid = self.daemon_pid?;
+        Some(
+            process_tree(pid)
+                .into_iter()
+                .filter_map(process_ctx_switches)
+                .sum(),
+        )
     }
 }
 
@@ -97,6 +111,24 @@ impl Drop for Mounted {
 }
 
 /// user+system CPU seconds of a process, from /proc/PID/stat.
+/// `pid` and its live descendants (from /proc/PID/task/*/children).
+pub fn process_tree(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let p = all[i];
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.flatten() {
+                if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                    all.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+                }
+            }
+        }
+        i += 1;
+    }
+    all
+}
+
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the ")" that closes the command name; utime and stime

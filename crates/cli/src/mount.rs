@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fusebox::fs::{AsyncAdapter, Ready, ReadyPath};
+use fusebox::fs::{AsyncAdapter, ReadyPath};
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
 use fusebox_examples::{
@@ -145,6 +145,36 @@ pub struct MountArgs {
     /// Internal: tells a background child to report readiness on stdout.
     #[arg(long, hide = true)]
     pub notify_ready: bool,
+    /// Serve without a supervisor: a server that dies takes the mount with
+    /// it (ENOTCONN until unmounted). By default stackfs over classic
+    /// /dev/fuse runs under a supervisor that holds the mount and starts a
+    /// new server when one dies, with no failed request.
+    #[arg(long)]
+    pub no_recovery: bool,
+    /// Recovery: most server deaths within --restart-window before the
+    /// supervisor stops starting servers (requests then fail with EIO).
+    #[arg(long, default_value_t = 5)]
+    pub max_restarts: usize,
+    /// Recovery: the window --max-restarts counts deaths in (e.g. 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub restart_window: Duration,
+}
+
+/// Why a mount runs without a supervisor, if it does.
+fn recovery_off_because(args: &MountArgs) -> Option<&'static str> {
+    if args.no_recovery {
+        return Some("--no-recovery");
+    }
+    if !matches!(args.fs, FsKind::Stackfs) {
+        return Some("only stackfs restores its nodes after a crash so far");
+    }
+    if args.transport.resolve() == fusebox::transport::TransportKind::Uring {
+        return Some("io_uring: a request held in a dead server's ring entry is never resent on this kernel (DESIGN.md, \"Recovery\")");
+    }
+    if args.async_api {
+        return Some("--async-api: answers given later are not recorded for recovery yet");
+    }
+    None
 }
 
 fn parse_poll(s: &str) -> Result<fusebox::transport::uring::PollPolicy, String> {
@@ -184,7 +214,11 @@ fn parse_size(s: &str) -> Result<u64> {
 }
 
 pub fn run(args: MountArgs) -> Result<()> {
-    if !args.foreground && !args.notify_ready {
+    // A server a supervisor started: serve the mount it hands over.
+    let handoff = fusebox::recovery::Channel::from_env()
+        .transpose()
+        .context("taking the supervisor's handoff socket")?;
+    if handoff.is_none() && !args.foreground && !args.notify_ready {
         return daemonize(&args);
     }
     let mut opts = Options::default();
@@ -226,6 +260,27 @@ pub fn run(args: MountArgs) -> Result<()> {
     if args.waiting != fusebox_examples::Waiting::Block && !matches!(args.fs, FsKind::Timingfs) {
         bail!("--waiting applies to timingfs only (--async-api serves any filesystem through the async API)");
     }
+    if handoff.is_none() {
+        match recovery_off_because(&args) {
+            None => {
+                // Checked here too: the server would find it, but only
+                // after the mount is made.
+                if let Some(src) = source.as_ref().filter(|s| !s.is_dir()) {
+                    bail!("opening source {}: not a directory", src.display());
+                }
+                return supervise(&args, &mountpoint, &opts, cfg.workers);
+            }
+            Some(why)
+                if args.transport.resolve() == fusebox::transport::TransportKind::Uring
+                    && !args.no_recovery
+                    && matches!(args.fs, FsKind::Stackfs) =>
+            {
+                tracing::warn!("serving without crash recovery: {why}");
+            }
+            Some(_) => {}
+        }
+    }
+    let mut handoff = handoff;
     macro_rules! serve {
         ($fs:expr) => {
             serve(
@@ -233,8 +288,15 @@ pub fn run(args: MountArgs) -> Result<()> {
                 &mountpoint,
                 &opts,
                 cfg,
-                args.notify_ready,
+                if handoff.is_some() {
+                    Ready::Supervisor {
+                        background: args.notify_ready && args.log_file.is_none(),
+                    }
+                } else {
+                    ready(&args)
+                },
                 args.async_api,
+                handoff.take(),
             )
         };
     }
@@ -268,7 +330,7 @@ pub fn run(args: MountArgs) -> Result<()> {
                 // synchronous path table.
                 let fs = AsyncAdapter::new(PathAdapter::new(ReadyPath(fs)))
                     .context("starting the tokio runtime")?;
-                return serve_session(fs, &mountpoint, &opts, cfg, args.notify_ready);
+                return serve_session(fs, &mountpoint, &opts, cfg, ready(&args), None);
             }
             serve!(PathAdapter::new(fs))
         }
@@ -288,11 +350,57 @@ pub fn run(args: MountArgs) -> Result<()> {
             if args.waiting == fusebox_examples::Waiting::Async {
                 let fs =
                     AsyncAdapter::new(AsyncTimingFs(fs)).context("starting the tokio runtime")?;
-                return serve_session(fs, &mountpoint, &opts, cfg, args.notify_ready);
+                return serve_session(fs, &mountpoint, &opts, cfg, ready(&args), None);
             }
             serve!(fs)
         }
     }
+}
+
+/// Who learns that the mount is served.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ready {
+    /// A person at a terminal (foreground).
+    Terminal,
+    /// The `fusebox mount` that started this background daemon, which
+    /// reads stderr until then (unless it went to --log-file).
+    Stdout { log_file: bool },
+    /// The supervisor that started this server (through the handoff);
+    /// `background`: its stderr is the pipe of a `fusebox mount` that
+    /// is gone (see `report_ready`).
+    Supervisor { background: bool },
+}
+
+fn ready(args: &MountArgs) -> Ready {
+    if args.notify_ready {
+        Ready::Stdout {
+            log_file: args.log_file.is_some(),
+        }
+    } else {
+        Ready::Terminal
+    }
+}
+
+/// Tell the waiting `fusebox mount` that the mount is served. Its stderr
+/// pipe closes when it exits; a later log line would then fail (and the
+/// log writer panics on EPIPE), so without a log file stderr goes to
+/// /dev/null from here on.
+fn report_ready(log_file: bool) -> Result<()> {
+    println!("ready {}", std::process::id());
+    std::io::stdout().flush()?;
+    if !log_file {
+        detach_stderr()?;
+    }
+    Ok(())
+}
+
+fn detach_stderr() -> Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .context("opening /dev/null")?;
+    rustix::stdio::dup2_stderr(&null).context("detaching stderr")?;
+    Ok(())
 }
 
 fn serve<F: Filesystem>(
@@ -300,14 +408,15 @@ fn serve<F: Filesystem>(
     mountpoint: &std::path::Path,
     opts: &Options,
     cfg: SessionConfig,
-    notify: bool,
+    ready: Ready,
     async_api: bool,
+    handoff: Option<fusebox::recovery::Channel>,
 ) -> Result<()> {
     if async_api {
-        let fs = AsyncAdapter::new(Ready(fs)).context("starting the tokio runtime")?;
-        return serve_session(fs, mountpoint, opts, cfg, notify);
+        let fs = AsyncAdapter::new(fusebox::fs::Ready(fs)).context("starting the tokio runtime")?;
+        return serve_session(fs, mountpoint, opts, cfg, ready, handoff);
     }
-    serve_session(fs, mountpoint, opts, cfg, notify)
+    serve_session(fs, mountpoint, opts, cfg, ready, handoff)
 }
 
 fn serve_session<F: Filesystem>(
@@ -315,15 +424,21 @@ fn serve_session<F: Filesystem>(
     mountpoint: &std::path::Path,
     opts: &Options,
     cfg: SessionConfig,
-    notify: bool,
+    ready: Ready,
+    handoff: Option<fusebox::recovery::Channel>,
 ) -> Result<()> {
-    let session = Session::mount(fs, mountpoint, opts, cfg)
-        .with_context(|| format!("mounting {}", mountpoint.display()))?;
+    let session = match handoff {
+        Some(channel) => Session::take_over(fs, channel, opts, cfg)
+            .with_context(|| format!("taking over {}", mountpoint.display()))?,
+        None => Session::mount(fs, mountpoint, opts, cfg)
+            .with_context(|| format!("mounting {}", mountpoint.display()))?,
+    };
     session.unmount_on_signals(Duration::from_secs(3))?;
-    if notify {
-        println!("ready {}", std::process::id());
-        std::io::stdout().flush()?;
-    } else {
+    if let Ready::Stdout { log_file } = ready {
+        report_ready(log_file)?;
+    } else if let Ready::Supervisor { background: true } = ready {
+        detach_stderr()?;
+    } else if ready == Ready::Terminal {
         eprintln!(
             "fusebox: serving {} (protocol 7.{}); Ctrl-C or `fusebox umount {}` to stop",
             session.mountpoint().display(),
@@ -332,6 +447,59 @@ fn serve_session<F: Filesystem>(
         );
     }
     session.wait().context("serving")
+}
+
+/// Hold the mount in this process and serve it from child processes,
+/// started again when one dies (fusebox::recovery).
+fn supervise(
+    args: &MountArgs,
+    mountpoint: &std::path::Path,
+    opts: &Options,
+    workers: usize,
+) -> Result<()> {
+    use fusebox::recovery::{Supervisor, SupervisorConfig};
+    let mount = fusebox::mount::Mount::new(mountpoint, &opts.mount)
+        .with_context(|| format!("mounting {}", mountpoint.display()))?;
+    let supervisor = Supervisor::new(
+        mount,
+        SupervisorConfig {
+            clones: workers.max(1),
+            max_restarts: args.max_restarts,
+            restart_window: args.restart_window,
+            ..SupervisorConfig::default()
+        },
+    )
+    .context("setting up the supervisor")?;
+    supervisor.unmount_on_signals()?;
+    let exe = std::env::current_exe().context("locating the fusebox binary")?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let notify = args.notify_ready;
+    let log_file = args.log_file.is_some();
+    let shown = mountpoint.display().to_string();
+    supervisor
+        .run(
+            || {
+                let mut c = Command::new(&exe);
+                // Its stdout would outlive the pipe `fusebox mount` reads
+                // readiness from; it reports to the supervisor instead.
+                c.args(&argv).stdin(Stdio::null()).stdout(Stdio::null());
+                c
+            },
+            |pid| {
+                if notify {
+                    if let Err(e) = report_ready(log_file) {
+                        tracing::warn!(error = %e, "reporting readiness");
+                    }
+                } else {
+                    eprintln!(
+                        "fusebox: serving {shown} (server pid {pid}, supervisor pid {}); Ctrl-C or `fusebox umount {shown}` to stop",
+                        std::process::id()
+                    );
+                }
+            },
+        )
+        .context("supervising the mount")?;
+    Ok(())
 }
 
 /// Run the same command in a detached child and return once it is mounted,

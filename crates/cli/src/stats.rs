@@ -102,9 +102,27 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
             String::new()
         }
     );
+    if let Some(r) = &snap.recovery {
+        s += &format!(
+            "recovery: server generation {}, {} restarts, {} replays answered, last pause {:.1} ms, {} nodes recorded\n",
+            r.generation,
+            r.restarts,
+            r.replays,
+            r.last_pause_us as f64 / 1e3,
+            r.nodes
+        );
+        if !r.status.is_empty() {
+            s += &format!("NOT SERVING: {}\n", r.status);
+        }
+    }
     s += &format!(
-        "total {} requests; flags: {}\n",
+        "total {} requests{}; flags: {}\n",
         snap.total_requests(),
+        if snap.recovery.is_some() {
+            " (this server generation)"
+        } else {
+            ""
+        },
         snap.flags.join(" ")
     );
     s

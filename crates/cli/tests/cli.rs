@@ -1,25 +1,12 @@
 //! The `fusebox` binary end to end: mount in the background, read stats
 //! from the running daemon, unmount; and what happens when the daemon dies.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fusebox");
-
-fn scratch(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("fusebox-cli-{tag}-"))
-        .tempdir_in("/dev/shm")
-        .unwrap()
-}
-
-fn is_mounted(p: &Path) -> bool {
-    let canon = std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-    fusebox::mount::fuse_mounts()
-        .iter()
-        .any(|m| m.mountpoint == canon)
-}
+mod common;
+use common::{is_mounted, scratch, BIN};
 
 /// Unmounts on drop, even if the test panicked.
 struct Guard(PathBuf);

@@ -24,6 +24,24 @@ pub struct KernelHandle {
     bytes: Box<[u8]>,
 }
 
+impl KernelHandle {
+    /// A handle saved as its type and bytes (recovery).
+    pub fn from_parts(typ: i32, bytes: &[u8]) -> KernelHandle {
+        KernelHandle {
+            typ,
+            bytes: bytes[..bytes.len().min(MAX_HANDLE_SZ)].into(),
+        }
+    }
+
+    pub fn handle_type(&self) -> i32 {
+        self.typ
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// `name_to_handle_at(dir, name, flags)`; `flags` may hold
 /// `AT_EMPTY_PATH` (handle of `dir` itself). Never follows a final symlink.
 pub fn name_to_handle_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<KernelHandle> {

@@ -20,6 +20,7 @@ use crate::protocol::{
     parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries,
     Notifier, Op, ParseConfig, ReplySink, Request,
 };
+use crate::recovery::ledger::{Ledger, Note};
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, NodeId, Opened};
 
@@ -68,6 +69,8 @@ pub struct Dispatcher<F> {
     early_interrupts: Mutex<VecDeque<u64>>,
     early_count: AtomicUsize,
     destroyed: AtomicBool,
+    /// Under a supervisor: what the kernel holds, kept for the next server.
+    ledger: Option<Arc<Ledger>>,
 }
 
 /// How many early interrupts to remember (targets that already finished
@@ -347,7 +350,15 @@ impl<F: Filesystem> Dispatcher<F> {
             early_interrupts: Mutex::new(VecDeque::new()),
             early_count: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
+            ledger: None,
         }
+    }
+
+    /// Record node references and open handles in `ledger` (a supervised
+    /// session, see `recovery`).
+    pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Dispatcher<F> {
+        self.ledger = Some(ledger);
+        self
     }
 
     pub fn filesystem(&self) -> &Arc<F> {
@@ -477,11 +488,20 @@ impl<F: Filesystem> Dispatcher<F> {
             later: route.as_ref(),
         };
         let node = req.node();
+        let note = self.ledger.as_ref().map(|_| Note::of(&req.op));
+        let mut out = out;
         let data = &mut w.data;
-        let outcome = catch_unwind(AssertUnwindSafe(|| match out {
+        let outcome = catch_unwind(AssertUnwindSafe(|| match out.as_deref_mut() {
             Some(out) => self.call(&ctx, node, req.op, out),
             None => self.call(&ctx, node, req.op, data),
         }));
+        if let (Some(ledger), Some(note), Ok(r)) = (&self.ledger, note, &outcome) {
+            let bytes = match &out {
+                Some(o) => o.as_slice(),
+                None => w.data.as_slice(),
+            };
+            ledger.record(note, node, r.as_ref().map_err(|e| *e), bytes);
+        }
         slot.current.store(0, Ordering::Release);
         let taken = route
             .as_ref()

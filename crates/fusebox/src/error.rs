@@ -136,6 +136,8 @@ pub enum Error {
     UringUnavailable(String),
     #[error("{0}")]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    Recovery(#[from] crate::recovery::RecoveryError),
 }
 
 impl Error {
@@ -158,6 +160,7 @@ impl Error {
             Error::Parse(e) => e.errno(),
             Error::Fusermount { .. } => Errno::EIO,
             Error::UringUnavailable(_) => Errno::EOPNOTSUPP,
+            Error::Recovery(_) => Errno::EIO,
         }
     }
 }

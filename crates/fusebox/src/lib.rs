@@ -8,7 +8,8 @@
 //! - [`later`] carries answers given after the call returned ([`ReplyToken`]);
 //! - [`fs`] holds the APIs filesystems implement (inode- and path-level);
 //! - [`session`] ties a [`mount`] to a transport and a filesystem;
-//! - [`stats`] keeps per-request-type counts and latency histograms.
+//! - [`stats`] keeps per-request-type counts and latency histograms;
+//! - [`recovery`] keeps a mount served across server crashes.
 //!
 //! Only `sys` may use `unsafe`.
 
@@ -20,6 +21,7 @@ pub mod fs;
 pub mod later;
 pub mod mount;
 pub mod protocol;
+pub mod recovery;
 pub mod session;
 pub mod stats;
 pub mod sys;

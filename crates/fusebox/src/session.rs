@@ -19,11 +19,13 @@ use crate::protocol::{
     init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op,
     ParseConfig,
 };
+use crate::recovery::{Channel, Ledger, RecoveryError, StateFile, ToServer, ToSupervisor};
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::sys::uring::QueueRing;
 use crate::thread_policy;
 use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::transport::{uring, TransportKind, UringConfig};
+use std::os::fd::OwnedFd;
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
 /// FORGET before reading again (`dev::ForgetLinger`): further forgets queue
@@ -79,6 +81,17 @@ pub struct Session<F: Filesystem> {
     stats_server: Option<StatsServer>,
     /// The one way a snapshot is made, shared with the stats socket.
     snapshot: Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    /// Under a supervisor: the channel to it.
+    supervisor: Option<Channel>,
+}
+
+/// What a supervisor handed this server (`Session::take_over`).
+struct Handoff {
+    channel: Channel,
+    generation: u64,
+    device: OwnedFd,
+    clones: Vec<OwnedFd>,
+    state: Arc<StateFile>,
 }
 
 /// What INIT settled, for snapshots taken once it is known.
@@ -95,6 +108,7 @@ fn snapshot_fn(
     stats: Arc<Vec<Arc<WorkerStats>>>,
     inflight: Arc<InFlight>,
     negotiated: Arc<OnceLock<Negotiated>>,
+    state: Option<Arc<StateFile>>,
 ) -> impl Fn() -> Snapshot + Send + Sync + 'static {
     let mountpoint = std::fs::canonicalize(mountpoint)
         .unwrap_or_else(|_| mountpoint.to_path_buf())
@@ -114,6 +128,7 @@ fn snapshot_fn(
             uptime_ms: started.elapsed().as_millis() as u64,
             ops: stats::collect(&stats),
             later: inflight.totals(),
+            recovery: state.as_ref().map(|s| s.totals()),
         }
     }
 }
@@ -126,17 +141,115 @@ impl<F: Filesystem> Session<F> {
         opts: &Options,
         cfg: SessionConfig,
     ) -> Result<Session<F>, Error> {
+        Self::start(fs, mountpoint, opts, cfg, None)
+    }
+
+    /// Serve a mount a supervisor holds (`recovery`): take the device, one
+    /// cloned fd per classic worker and the state file from `channel`;
+    /// the first generation negotiates INIT, a later one restores what the
+    /// kernel holds (nodes, open handles) through the filesystem and has
+    /// the kernel resend what the previous server left unanswered. Tells
+    /// the supervisor once it serves, or why it cannot.
+    pub fn take_over(
+        fs: F,
+        channel: Channel,
+        opts: &Options,
+        cfg: SessionConfig,
+    ) -> Result<Session<F>, Error> {
+        let handoff_err = |what: String| Error::Recovery(RecoveryError::Handoff(what));
+        let (msg, fds) = channel
+            .recv::<ToServer>(Some(Duration::from_secs(30)))
+            .map_err(|e| handoff_err(format!("no handoff message: {e}")))?;
+        let ToServer::Take {
+            generation,
+            mountpoint,
+            clones,
+        } = msg;
+        if fds.len() != clones + 2 {
+            return Err(handoff_err(format!(
+                "expected {} fds, got {}",
+                clones + 2,
+                fds.len()
+            )));
+        }
+        let mut fds = fds.into_iter();
+        let device = fds.next().expect("counted");
+        let clone_fds: Vec<OwnedFd> = (&mut fds).take(clones).collect();
+        let state = fds.next().expect("counted");
+        let state = match StateFile::open(state) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                let e = RecoveryError::State(e);
+                let _ = channel.send(
+                    &ToSupervisor::Failed {
+                        error: e.to_string(),
+                    },
+                    &[],
+                );
+                return Err(e.into());
+            }
+        };
+        let handoff = Handoff {
+            channel,
+            generation,
+            device,
+            clones: clone_fds,
+            state,
+        };
+        Self::start(fs, &mountpoint, opts, cfg, Some(handoff))
+    }
+
+    fn start(
+        fs: F,
+        mountpoint: &Path,
+        opts: &Options,
+        cfg: SessionConfig,
+        handoff: Option<Handoff>,
+    ) -> Result<Session<F>, Error> {
+        let Some(handoff) = handoff else {
+            return Self::start_inner(fs, mountpoint, opts, cfg, None);
+        };
+        let channel = handoff.channel.try_clone_fd();
+        match Self::start_inner(fs, mountpoint, opts, cfg, Some(handoff)) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                if let Ok(c) = channel {
+                    let _ = c.send(
+                        &ToSupervisor::Failed {
+                            error: e.to_string(),
+                        },
+                        &[],
+                    );
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn start_inner(
+        fs: F,
+        mountpoint: &Path,
+        opts: &Options,
+        cfg: SessionConfig,
+        handoff: Option<Handoff>,
+    ) -> Result<Session<F>, Error> {
         let transport = cfg.transport.resolve();
+        if handoff.is_some() && transport == TransportKind::Uring {
+            return Err(RecoveryError::Handoff(
+                "a supervised (recoverable) mount serves over classic /dev/fuse: on this kernel a request held by a dead server's io_uring entry is never resent (DESIGN.md, \"Recovery\")".into(),
+            )
+            .into());
+        }
         let mut init_cfg = opts.init.clone();
         if transport == TransportKind::Uring {
             // Refuse before mounting, with the reason and the fix.
             uring::availability().map_err(Error::UringUnavailable)?;
             init_cfg.want |= abi::flags::init::OVER_IO_URING;
         }
-        let classic_n = if transport == TransportKind::Uring {
-            1
-        } else {
-            cfg.workers.max(1)
+        let classic_n = match (&handoff, transport) {
+            (Some(h), _) => h.clones.len().max(1),
+            (None, TransportKind::Uring) => 1,
+            (None, _) => cfg.workers.max(1),
         };
         // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
         // request to the most recently re-armed free entry of the caller's
@@ -175,6 +288,7 @@ impl<F: Filesystem> Session<F> {
             stats.clone(),
             inflight.clone(),
             negotiated.clone(),
+            handoff.as_ref().map(|h| h.state.clone()),
         ));
         let stats_server = if cfg.stats_socket {
             let snap = snapshot.clone();
@@ -186,10 +300,25 @@ impl<F: Filesystem> Session<F> {
         } else {
             None
         };
-        let mount = Arc::new(Mount::new(mountpoint, &opts.mount)?);
+        let (mount, mut clone_fds, supervisor) = match handoff {
+            Some(h) => (
+                Arc::new(Mount::adopt(mountpoint, h.device)),
+                Some(h.clones),
+                Some((h.channel, h.generation, h.state)),
+            ),
+            None => (Arc::new(Mount::new(mountpoint, &opts.mount)?), None, None),
+        };
         let fs = Arc::new(fs);
         let notifier = Notifier::for_device(Arc::new(DevChannel::new(mount.device().try_clone()?)));
-        let conn = handshake(&mount, &*fs, &init_cfg, &notifier)?;
+        let mut ledger = None;
+        let conn = match &supervisor {
+            None => handshake(&mount, &*fs, &init_cfg, &notifier)?,
+            Some((_, generation, state)) => {
+                let (conn, l) = recover(&mount, &fs, &init_cfg, &notifier, *generation, state)?;
+                ledger = Some(l);
+                conn
+            }
+        };
         let _ = negotiated.set(Negotiated {
             proto_minor: conn.proto_minor,
             flags: conn.flag_names().into_iter().map(String::from).collect(),
@@ -216,12 +345,12 @@ impl<F: Filesystem> Session<F> {
         let parse = ParseConfig {
             setxattr_ext: conn.has(abi::flags::init::SETXATTR_EXT),
         };
-        let dispatcher = Arc::new(Dispatcher::with_inflight(
-            fs,
-            parse,
-            notifier.clone(),
-            inflight.clone(),
-        ));
+        let mut dispatcher =
+            Dispatcher::with_inflight(fs, parse, notifier.clone(), inflight.clone());
+        if let Some(l) = ledger {
+            dispatcher = dispatcher.with_ledger(l);
+        }
+        let dispatcher = Arc::new(dispatcher);
         // Each ring thread's way back for answers given later, made here so
         // the /dev/fuse worker can tell them all when the connection ends.
         let mailboxes = (0..rings_n)
@@ -246,8 +375,16 @@ impl<F: Filesystem> Session<F> {
         };
         let mut workers = Vec::with_capacity(classic_n + rings_n);
         for i in 0..classic_n {
-            let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
-                .map_err(|source| Error::Clone { worker: i, source })?;
+            // A supervised server reads through the supervisor's clones,
+            // which outlive it (see `recovery::supervisor`).
+            let fd = match clone_fds
+                .as_mut()
+                .and_then(|c| (!c.is_empty()).then(|| c.remove(0)))
+            {
+                Some(fd) => fd,
+                None => crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
+                    .map_err(|source| Error::Clone { worker: i, source })?,
+            };
             let channel = Arc::new(DevChannel::new(fd));
             let dispatcher = dispatcher.clone();
             let mut worker = Worker::new(DataOut::with_capacity(buf_size), stats[i].clone(), i);
@@ -368,6 +505,21 @@ impl<F: Filesystem> Session<F> {
             workers.push(handle);
         }
 
+        let supervisor = match supervisor {
+            Some((channel, generation, _)) => {
+                channel
+                    .send(
+                        &ToSupervisor::Serving {
+                            pid: std::process::id(),
+                        },
+                        &[],
+                    )
+                    .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
+                tracing::info!(generation, "serving for the supervisor");
+                Some(channel)
+            }
+            None => None,
+        };
         Ok(Session {
             mount,
             dispatcher,
@@ -377,7 +529,13 @@ impl<F: Filesystem> Session<F> {
             live_workers,
             stats_server,
             snapshot,
+            supervisor,
         })
+    }
+
+    /// Whether a supervisor holds this mount (`Session::take_over`).
+    pub fn is_supervised(&self) -> bool {
+        self.supervisor.is_some()
     }
 
     /// Current per-request-type statistics.
@@ -512,6 +670,83 @@ impl<F: Filesystem> Drop for Session<F> {
             let _ = h.join();
         }
     }
+}
+
+/// A supervised server's start: INIT's outcome from the state file (or a
+/// handshake, for the first generation or one whose predecessor died
+/// before INIT was done), then, for a later generation, the filesystem's
+/// nodes and handles restored from the ledger and the dead server's
+/// unanswered requests asked for again.
+fn recover<F: Filesystem>(
+    mount: &Mount,
+    fs: &Arc<F>,
+    init_cfg: &init::InitConfig,
+    notifier: &Notifier,
+    generation: u64,
+    state: &Arc<StateFile>,
+) -> Result<(Connection, Arc<Ledger>), Error> {
+    let resend = || {
+        notifier.resend().map_err(|e| {
+            RecoveryError::Handoff(format!(
+                "FUSE_NOTIFY_RESEND refused ({e}): the kernel needs protocol 7.40 (Linux 6.9) for recovery"
+            ))
+        })
+    };
+    let weak = Arc::downgrade(fs);
+    let ledger = Arc::new(Ledger::new(state.clone(), move |node| {
+        weak.upgrade().and_then(|fs| fs.node_key(node))
+    }));
+    let Some(saved) = state.connection() else {
+        if generation > 1 {
+            // The INIT the previous server read comes back.
+            resend()?;
+        }
+        let conn = handshake(mount, &**fs, init_cfg, notifier)?;
+        let bytes = serde_json::to_vec(&conn).map_err(|e| Error::Io(std::io::Error::other(e)))?;
+        state.set_connection(&bytes).map_err(RecoveryError::State)?;
+        return Ok((conn, ledger));
+    };
+    let conn: Connection = serde_json::from_slice(&saved)
+        .map_err(|e| RecoveryError::Handoff(format!("the saved connection: {e}")))?;
+    // The filesystem sees the connection as negotiated; what it would ask
+    // for now cannot change what the kernel agreed to.
+    let mut offered = conn.clone();
+    fs.init(&mut offered, notifier).map_err(|e| {
+        Error::Io(std::io::Error::other(format!(
+            "filesystem init failed: {e}"
+        )))
+    })?;
+    if offered.want != conn.want {
+        tracing::warn!(
+            negotiated = format!("{:#x}", conn.want),
+            asked = format!("{:#x}", offered.want),
+            "this server asks for other INIT flags than the mount negotiated; the negotiated ones stay"
+        );
+    }
+    let restored = ledger.restore();
+    let (mut nodes_failed, mut handles_failed) = (0usize, 0usize);
+    for (node, key, nlookup) in &restored.nodes {
+        if let Err(e) = fs.restore_node(*node, key, *nlookup) {
+            nodes_failed += 1;
+            tracing::debug!(node = node.0, error = %e, "node not restored");
+        }
+    }
+    for h in &restored.handles {
+        if let Err(e) = fs.restore_handle(h) {
+            handles_failed += 1;
+            tracing::debug!(fh = h.fh, node = h.node, error = %e, "handle not restored");
+        }
+    }
+    tracing::info!(
+        generation,
+        nodes = restored.nodes.len(),
+        nodes_failed,
+        handles = restored.handles.len(),
+        handles_failed,
+        "restored"
+    );
+    resend()?;
+    Ok((conn, ledger))
 }
 
 /// Read INIT from the device and answer it, retrying once if the kernel

@@ -613,6 +613,45 @@ impl Filesystem for StackFs {
         self.do_lookup(new_parent, new_name)
     }
 
+    fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
+        self.nodes.key(node)
+    }
+
+    fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
+        self.nodes.restore(node, key, nlookup)
+    }
+
+    /// Reopen by handle with the flags of the original open, less those
+    /// that acted once (O_CREAT, O_EXCL, O_TRUNC). An unlinked file cannot
+    /// be opened by handle: its open is lost (DESIGN.md, "Recovery").
+    fn restore_handle(&self, h: &fusebox::recovery::HandleRecord) -> FsResult<()> {
+        self.next_handle.fetch_max(h.fh + 1, Ordering::AcqRel);
+        let node = NodeId(h.node);
+        if h.dir {
+            let fd = self.reopen(node, OFlags::RDONLY | OFlags::DIRECTORY)?;
+            self.handles.insert(
+                h.fh,
+                Arc::new(Handle::Dir {
+                    state: Mutex::new(DirState::new(fd)),
+                }),
+            );
+            return Ok(());
+        }
+        let strip =
+            libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY | libc::O_NOFOLLOW;
+        let flags = OFlags::from_bits_retain((h.flags as i32 & !strip) as _);
+        let fd = self.open_source(flags, |f| self.reopen(node, f))?;
+        let file = Arc::new(fd.fd);
+        self.nodes.pin_with(node, file.clone())?;
+        if h.backing_id != 0 {
+            self.nodes
+                .restore_backing(node, fusebox::protocol::BackingId(h.backing_id))?;
+        }
+        self.handles
+            .insert(h.fh, Arc::new(Handle::File { fd: file, node }));
+        Ok(())
+    }
+
     fn open(&self, _: &Ctx, node: NodeId, a: &Open) -> FsResult<Opened> {
         // O_CREAT/O_EXCL were handled by the kernel; O_NOFOLLOW must not
         // apply to the /proc magic link we open through.

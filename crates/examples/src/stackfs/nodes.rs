@@ -378,6 +378,70 @@ impl NodeTable {
         }
     }
 
+    /// What finds `id` again in another process: its device, whether it
+    /// is a symlink, and its kernel file handle.
+    pub fn key(&self, id: NodeId) -> Option<Vec<u8>> {
+        let n = self.nodes.get(&id.0)?.clone();
+        let mut k = Vec::with_capacity(13 + n.handle.bytes().len());
+        k.extend_from_slice(&n.dev.to_le_bytes());
+        k.extend_from_slice(&n.handle.handle_type().to_le_bytes());
+        k.push(n.symlink as u8);
+        k.extend_from_slice(n.handle.bytes());
+        Some(k)
+    }
+
+    /// Take back a node an earlier server gave the kernel (recovery). Its
+    /// file is not opened now: the first request for it does that, and a
+    /// file deleted meanwhile answers ESTALE then.
+    pub fn restore(&self, id: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
+        let bad = || Errno::EINVAL;
+        let dev = u64::from_le_bytes(
+            key.get(..8)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        );
+        let typ = i32::from_le_bytes(
+            key.get(8..12)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        );
+        let symlink = *key.get(12).ok_or_else(bad)? != 0;
+        let handle = KernelHandle::from_parts(typ, &key[13..]);
+        if !self.mount_fds.contains_key(&dev) {
+            // A filesystem mounted inside the source, found by a lookup
+            // the previous server made: not reachable from here.
+            return Err(Errno(libc::ESTALE));
+        }
+        self.next.fetch_max(id.0 + 1, Ordering::AcqRel);
+        self.by_handle.insert((dev, handle.clone()), id.0);
+        self.nodes.insert(
+            id.0,
+            Arc::new(Node {
+                handle,
+                dev,
+                symlink,
+                nlookup: AtomicU64::new(nlookup),
+                missed: AtomicBool::new(false),
+                pin: Mutex::new(Pin::default()),
+            }),
+        );
+        Ok(())
+    }
+
+    /// A restored open of `id` reuses the passthrough backing id the kernel
+    /// still holds for it.
+    pub fn restore_backing(&self, id: NodeId, backing: BackingId) -> FsResult<()> {
+        let n = self.node(id)?;
+        n.pin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .backing
+            .get_or_insert(backing);
+        Ok(())
+    }
+
     /// Nodes currently known.
     pub fn len(&self) -> usize {
         self.nodes.len()

@@ -244,4 +244,30 @@ pub trait Filesystem: Send + Sync + 'static {
     ) -> FsResult<(fusebox_abi::Statx, std::time::Duration)> {
         Err(Errno::ENOSYS)
     }
+
+    // ------------------------------------------------------------ recovery
+    // (see `fusebox::recovery`): a filesystem that implements these three
+    // survives its server's crash under a supervised mount.
+
+    /// What identifies `node` well enough to find it again in a new
+    /// process (a kernel file handle; a parent id and a name), at most
+    /// `recovery::state::MAX_KEY` bytes; None: it cannot be found again.
+    /// Called when the kernel is first given the node.
+    fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// In a new server, before it serves: `node` is known to the kernel
+    /// with `nlookup` references, by the key `node_key` gave. Nodes come in
+    /// no particular order. Later node ids must not reuse restored ones.
+    fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// In a new server, after every node: the kernel holds `handle` open;
+    /// reopen it under the same number (and reuse its passthrough backing
+    /// id, which lives in the kernel). Later handles must not reuse it.
+    fn restore_handle(&self, handle: &crate::recovery::HandleRecord) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
 }

@@ -21,6 +21,10 @@ const FUSECTL_DIR: &str = "/sys/fs/fuse/connections";
 enum Method {
     Syscall,
     Fusermount,
+    /// Made by a supervisor and handed to this server: unmounted only when
+    /// asked (`unmount`), never on drop, since a server that dies or exits
+    /// for an upgrade must leave the mount to the next one.
+    Adopted,
 }
 
 /// A live FUSE mount and the device fd that serves it.
@@ -83,6 +87,20 @@ impl Mount {
             mounted: AtomicBool::new(true),
             identity,
         })
+    }
+
+    /// A mount a supervisor made, served through `device` (handed over).
+    pub fn adopt(mountpoint: &Path, device: OwnedFd) -> Mount {
+        Mount {
+            mountpoint: mountpoint.to_path_buf(),
+            device,
+            method: Method::Adopted,
+            mounted: AtomicBool::new(true),
+            identity: MountIdentity {
+                unique_id: unique_mount_id(mountpoint),
+                connection: connection_id(mountpoint),
+            },
+        }
     }
 
     pub fn mountpoint(&self) -> &Path {
@@ -154,6 +172,9 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
+        if self.method == Method::Adopted {
+            return;
+        }
         if let Err(e) = self.unmount() {
             tracing::warn!(error = %e, "unmount on drop failed");
         }

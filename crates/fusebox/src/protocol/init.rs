@@ -7,7 +7,9 @@ use crate::error::Error;
 
 /// What the kernel offers and what this session asks for. A filesystem may
 /// adjust it in `Filesystem::init`; libfuse users know it as `fuse_conn_info`.
-#[derive(Clone, Debug)]
+/// Serializable: a supervised mount keeps it for the servers after the
+/// first, which never see INIT.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Connection {
     /// The minor protocol version in use (min of ours and the kernel's).
     pub proto_minor: u32,

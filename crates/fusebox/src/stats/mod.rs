@@ -136,6 +136,9 @@ pub struct Snapshot {
     /// Requests in flight, and those answered later.
     #[serde(default)]
     pub later: crate::later::LaterTotals,
+    /// Generations, restarts and replays of a supervised mount.
+    #[serde(default)]
+    pub recovery: Option<crate::recovery::RecoveryTotals>,
 }
 
 impl Snapshot {

@@ -1,10 +1,13 @@
 //! The few raw syscalls rustix does not wrap: ioctls on /dev/fuse, reads
-//! into uninitialized buffers, and io_uring ring entries ([`uring`]).
+//! into uninitialized buffers, io_uring ring entries ([`uring`]), the
+//! shared state memfd of recovery ([`shared_map`]), and taking over an fd
+//! inherited from the supervisor.
 //!
 //! This is the only module of the library allowed `unsafe`; each block says
 //! why it is sound.
 #![allow(unsafe_code)]
 
+pub mod shared_map;
 pub mod uring;
 
 use std::io;
@@ -125,4 +128,28 @@ pub fn sched_policy(tid: i32) -> io::Result<i32> {
         return Err(io::Error::last_os_error());
     }
     Ok(rc)
+}
+
+/// Take ownership of an fd this process inherited by number (the
+/// supervisor's end of the handoff socket, named in an environment
+/// variable). Fails unless `fd` is open and a socket.
+pub fn take_inherited_socket(fd: i32) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if fd < 3 {
+        return Err(io::Error::other(format!(
+            "fd {fd} is not an inherited socket"
+        )));
+    }
+    // SAFETY: `fd` is a number only; borrowing it to fstat has no effect
+    // if it is closed (EBADF).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let st = rustix::fs::fstat(borrowed)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Socket {
+        return Err(io::Error::other(format!("fd {fd} is not a socket")));
+    }
+    // SAFETY: the fd is open (fstat succeeded) and nothing else in this
+    // process owns it: it was inherited across exec under a number only
+    // the environment names, and the caller takes it once (it removes
+    // the variable).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

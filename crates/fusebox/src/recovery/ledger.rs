@@ -1,0 +1,465 @@
+//! The ledger: what the kernel holds of a filesystem, kept where a crash
+//! cannot take it. The dispatcher tells it every node id the kernel is
+//! given (a lookup reference) or gives back (FORGET), and every handle
+//! opened or released; it keeps them in the state file with the
+//! filesystem's own key for each node, so that the next server can find
+//! every node and reopen every handle the kernel still uses.
+//!
+//! Entries are recorded before the reply that hands them to the kernel
+//! leaves: a crash in between leaves a reference the kernel never got (a
+//! node kept until unmount), never one it holds that the ledger lacks.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use dashmap::mapref::entry::Entry as MapEntry;
+use dashmap::DashMap;
+
+use super::state::{HandleRecord, StateFile, MAX_KEY};
+use crate::types::NodeId;
+
+type KeyFn = dyn Fn(NodeId) -> Option<Vec<u8>> + Send + Sync;
+
+/// Slots of one table: freed ones are reused before new ones are taken.
+struct Slots {
+    free: Mutex<Vec<usize>>,
+    next: AtomicUsize,
+    cap: usize,
+}
+
+impl Slots {
+    fn new(cap: usize) -> Slots {
+        Slots {
+            free: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            cap,
+        }
+    }
+
+    fn take(&self) -> Option<usize> {
+        if let Some(s) = self
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+        {
+            return Some(s);
+        }
+        let s = self.next.fetch_add(1, Ordering::Relaxed);
+        (s < self.cap).then_some(s)
+    }
+
+    fn give_back(&self, slot: usize) {
+        self.free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(slot);
+    }
+
+    /// After a restore: `used` are taken, everything below the highest of
+    /// them is free.
+    fn rebuild(&self, used: &[usize]) {
+        let top = used.iter().max().map_or(0, |m| m + 1);
+        let mut taken = vec![false; top];
+        for &u in used {
+            taken[u] = true;
+        }
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        *free = (0..top).rev().filter(|&s| !taken[s]).collect();
+        self.next.store(top, Ordering::Relaxed);
+    }
+}
+
+pub struct Ledger {
+    state: Arc<StateFile>,
+    key_of: Box<KeyFn>,
+    nodes: DashMap<u64, usize>,
+    node_slots: Slots,
+    handles: DashMap<u64, usize>,
+    handle_slots: Slots,
+    full_warned: AtomicBool,
+}
+
+/// What a restore finds: the nodes the kernel still holds and the handles
+/// still open.
+pub struct Restored {
+    pub nodes: Vec<(NodeId, Vec<u8>, u64)>,
+    pub handles: Vec<HandleRecord>,
+}
+
+impl Ledger {
+    /// `key_of` gives the filesystem's identity of a node (what it needs to
+    /// find it again), or None if it cannot be found again.
+    pub fn new(
+        state: Arc<StateFile>,
+        key_of: impl Fn(NodeId) -> Option<Vec<u8>> + Send + Sync + 'static,
+    ) -> Ledger {
+        let cap = state.capacity();
+        Ledger {
+            state,
+            key_of: Box::new(key_of),
+            nodes: DashMap::new(),
+            node_slots: Slots::new(cap.nodes),
+            handles: DashMap::new(),
+            handle_slots: Slots::new(cap.handles),
+            full_warned: AtomicBool::new(false),
+        }
+    }
+
+    pub fn state(&self) -> &Arc<StateFile> {
+        &self.state
+    }
+
+    fn full(&self, what: &str) {
+        if !self.full_warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                what,
+                "the recovery state file is full: what is opened from now on will not survive a crash"
+            );
+        }
+    }
+
+    /// The kernel was handed one more reference to `node`.
+    pub fn looked_up(&self, node: u64) {
+        if node == 0 || node == NodeId::ROOT.0 {
+            return;
+        }
+        match self.nodes.entry(node) {
+            MapEntry::Occupied(o) => {
+                self.state.node_add(*o.get(), 1);
+            }
+            MapEntry::Vacant(v) => {
+                let Some(key) = (self.key_of)(NodeId(node)) else {
+                    tracing::debug!(node, "filesystem gave no recovery key for a node");
+                    return;
+                };
+                if key.len() > MAX_KEY {
+                    tracing::warn!(
+                        node,
+                        len = key.len(),
+                        "recovery key too long; node will not survive a crash"
+                    );
+                    return;
+                }
+                let Some(slot) = self.node_slots.take() else {
+                    self.full("nodes");
+                    return;
+                };
+                self.state.node_put(slot, node, &key, 1);
+                v.insert(slot);
+            }
+        }
+    }
+
+    /// The kernel gave back `n` references to `node` (FORGET).
+    pub fn forgot(&self, node: u64, n: u64) {
+        let Some(slot) = self.nodes.get(&node).map(|s| *s) else {
+            return;
+        };
+        let left = self.state.node_add(slot, -(n.min(i64::MAX as u64) as i64));
+        if left == 0 {
+            // Under the shard lock a lookup of the same node also takes:
+            // a reference taken meanwhile keeps the node.
+            let state = &self.state;
+            if let Some((_, slot)) = self
+                .nodes
+                .remove_if(&node, |_, &slot| state.node_add(slot, 0) == 0)
+            {
+                self.state.node_clear(slot);
+                self.node_slots.give_back(slot);
+            }
+        }
+    }
+
+    pub fn opened(&self, h: HandleRecord) {
+        let Some(slot) = self.handle_slots.take() else {
+            self.full("handles");
+            return;
+        };
+        self.state.handle_put(slot, &h);
+        if let Some(old) = self.handles.insert(h.fh, slot) {
+            // A handle number reused while still recorded: the filesystem
+            // gave out a number the kernel still holds, or one whose release
+            // never came; keep the newest.
+            self.state.handle_clear(old);
+            self.handle_slots.give_back(old);
+        }
+    }
+
+    pub fn released(&self, fh: u64) {
+        if let Some((_, slot)) = self.handles.remove(&fh) {
+            self.state.handle_clear(slot);
+            self.handle_slots.give_back(slot);
+        }
+    }
+
+    /// Read what an earlier generation recorded and take it over.
+    pub fn restore(&self) -> Restored {
+        let nodes = self.state.nodes();
+        let handles = self.state.handles();
+        let used: Vec<usize> = nodes.iter().map(|n| n.0).collect();
+        self.node_slots.rebuild(&used);
+        for (slot, id, _, _) in &nodes {
+            self.nodes.insert(*id, *slot);
+        }
+        let used: Vec<usize> = handles.iter().map(|h| h.0).collect();
+        self.handle_slots.rebuild(&used);
+        for (slot, h) in &handles {
+            self.handles.insert(h.fh, *slot);
+        }
+        Restored {
+            nodes: nodes
+                .into_iter()
+                .map(|(_, id, key, n)| (NodeId(id), key, n))
+                .collect(),
+            handles: handles.into_iter().map(|(_, h)| h).collect(),
+        }
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn handle_count(&self) -> usize {
+        self.handles.len()
+    }
+}
+
+/// What a request may change in the ledger, taken from it before the
+/// filesystem is called (the call consumes the request).
+pub(crate) enum Note<'a> {
+    Nothing,
+    /// Any reply with an entry (LOOKUP, MKNOD, MKDIR, SYMLINK, LINK).
+    Entry,
+    Open {
+        flags: i32,
+        dir: bool,
+    },
+    Create {
+        flags: i32,
+    },
+    Release {
+        fh: u64,
+    },
+    Forget {
+        nlookup: u64,
+    },
+    BatchForget(crate::protocol::BatchForgetList<'a>),
+    Readdirplus,
+}
+
+impl<'a> Note<'a> {
+    pub(crate) fn of(op: &crate::protocol::Op<'a>) -> Note<'a> {
+        use crate::protocol::Op;
+        match op {
+            Op::Lookup { .. }
+            | Op::Mknod { .. }
+            | Op::Mkdir { .. }
+            | Op::Symlink { .. }
+            | Op::Link { .. } => Note::Entry,
+            Op::Open(o) => Note::Open {
+                flags: o.flags,
+                dir: false,
+            },
+            Op::Opendir(o) => Note::Open {
+                flags: o.flags,
+                dir: true,
+            },
+            Op::Create { args, .. } | Op::Tmpfile { args } => Note::Create { flags: args.flags },
+            Op::Release(r) | Op::Releasedir(r) => Note::Release { fh: r.fh.0 },
+            Op::Forget { nlookup } => Note::Forget { nlookup: *nlookup },
+            Op::BatchForget { nodes } => Note::BatchForget(*nodes),
+            Op::Readdirplus(_) => Note::Readdirplus,
+            _ => Note::Nothing,
+        }
+    }
+}
+
+impl Ledger {
+    /// Record what a request's outcome hands to or takes from the kernel.
+    /// `data` is the reply data (READDIRPLUS entries carry references).
+    pub(crate) fn record(
+        &self,
+        note: Note<'_>,
+        node: NodeId,
+        outcome: Result<&crate::dispatch::Outcome, crate::Errno>,
+        data: &[u8],
+    ) {
+        use crate::dispatch::Outcome;
+        match (note, outcome) {
+            (Note::Nothing, _) => {}
+            (Note::Release { fh }, _) => self.released(fh),
+            (Note::Forget { nlookup }, _) => self.forgot(node.0, nlookup),
+            (Note::BatchForget(nodes), _) => {
+                for (node, n) in nodes.iter() {
+                    self.forgot(node.0, n);
+                }
+            }
+            (Note::Entry, Ok(Outcome::Entry(e))) => self.looked_up(e.nodeid),
+            (Note::Open { flags, dir }, Ok(Outcome::Open(o))) => self.opened(HandleRecord {
+                fh: o.fh,
+                node: node.0,
+                flags: flags as u32,
+                backing_id: o.backing_id,
+                dir,
+            }),
+            (Note::Create { flags }, Ok(Outcome::Create(e, o))) => {
+                self.looked_up(e.nodeid);
+                self.opened(HandleRecord {
+                    fh: o.fh,
+                    node: e.nodeid,
+                    flags: flags as u32,
+                    backing_id: o.backing_id,
+                    dir: false,
+                });
+            }
+            (Note::Readdirplus, Ok(Outcome::Data)) => {
+                for n in direntplus_nodes(data) {
+                    self.looked_up(n);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Node ids in a READDIRPLUS reply: each record is a `fuse_entry_out`, a
+/// `fuse_dirent` and the name padded to 8 bytes. The kernel takes no
+/// reference for "." and ".." (`fuse_direntplus_link`) nor for node 0.
+fn direntplus_nodes(mut data: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    use zerocopy::FromBytes;
+    std::iter::from_fn(move || loop {
+        let (e, rest) = fusebox_abi::EntryOut::read_from_prefix(data).ok()?;
+        let (d, _) = fusebox_abi::Dirent::read_from_prefix(rest).ok()?;
+        let name_at = std::mem::size_of::<fusebox_abi::EntryOut>()
+            + std::mem::size_of::<fusebox_abi::Dirent>();
+        let name = data.get(name_at..name_at + d.namelen as usize)?;
+        let len = (name_at + d.namelen as usize).next_multiple_of(8);
+        data = data.get(len..).unwrap_or(&[]);
+        if e.nodeid != 0 && name != b"." && name != b".." {
+            return Some(e.nodeid);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::state::Capacity;
+
+    fn key(node: NodeId) -> Option<Vec<u8>> {
+        (node.0 != 99).then(|| format!("key-{}", node.0).into_bytes())
+    }
+
+    fn table(cap: Capacity) -> (Ledger, Arc<StateFile>) {
+        let state = Arc::new(StateFile::create(cap).unwrap());
+        (Ledger::new(state.clone(), key), state)
+    }
+
+    /// What a later generation sees: the same memfd, mapped again.
+    fn reopen(state: &StateFile) -> Ledger {
+        let fd = state.fd().try_clone().unwrap();
+        Ledger::new(Arc::new(StateFile::open(fd).unwrap()), key)
+    }
+
+    fn handle(fh: u64, node: u64) -> HandleRecord {
+        HandleRecord {
+            fh,
+            node,
+            flags: libc::O_RDWR as u32,
+            backing_id: 0,
+            dir: false,
+        }
+    }
+
+    #[test]
+    fn references_and_handles_survive_into_a_new_mapping() {
+        let (l, state) = table(Capacity {
+            nodes: 64,
+            handles: 16,
+        });
+        for _ in 0..3 {
+            l.looked_up(5);
+        }
+        l.looked_up(6);
+        l.looked_up(7);
+        l.looked_up(NodeId::ROOT.0); // the root is never counted
+        l.looked_up(99); // no key: not recoverable, not recorded
+        l.forgot(5, 1);
+        l.forgot(6, 1); // gone
+        l.opened(handle(10, 5));
+        l.opened(handle(11, 7));
+        l.released(10);
+
+        let next = reopen(&state);
+        let r = next.restore();
+        let mut nodes: Vec<_> = r
+            .nodes
+            .iter()
+            .map(|(n, k, c)| (n.0, k.clone(), *c))
+            .collect();
+        nodes.sort();
+        assert_eq!(
+            nodes,
+            vec![(5, b"key-5".to_vec(), 2), (7, b"key-7".to_vec(), 1)]
+        );
+        assert_eq!(r.handles, vec![handle(11, 7)]);
+        assert_eq!(state.totals().nodes, 2);
+
+        // The new generation goes on from there: slots freed before are
+        // reused, counts continue.
+        next.forgot(5, 2);
+        next.looked_up(8);
+        next.released(11);
+        let r = reopen(&state).restore();
+        let ids: Vec<_> = r.nodes.iter().map(|(n, _, _)| n.0).collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        assert!(ids.contains(&7) && ids.contains(&8));
+        assert!(r.handles.is_empty());
+    }
+
+    #[test]
+    fn a_full_table_keeps_what_it_has() {
+        let (l, state) = table(Capacity {
+            nodes: 2,
+            handles: 1,
+        });
+        for n in 2..6 {
+            l.looked_up(n);
+        }
+        l.opened(handle(1, 2));
+        l.opened(handle(2, 3));
+        let r = reopen(&state).restore();
+        assert_eq!(r.nodes.len(), 2);
+        assert_eq!(r.handles.len(), 1);
+    }
+
+    #[test]
+    fn readdirplus_entries_count_except_dot_and_dotdot() {
+        use zerocopy::IntoBytes;
+        let mut buf = Vec::new();
+        for (node, name) in [
+            (1u64, "."),
+            (1, ".."),
+            (42, "file"),
+            (0, "skipped"),
+            (43, "x"),
+        ] {
+            let e = fusebox_abi::EntryOut {
+                nodeid: node,
+                ..Default::default()
+            };
+            let d = fusebox_abi::Dirent {
+                ino: node,
+                off: 0,
+                namelen: name.len() as u32,
+                typ: 0,
+            };
+            buf.extend_from_slice(e.as_bytes());
+            buf.extend_from_slice(d.as_bytes());
+            buf.extend_from_slice(name.as_bytes());
+            buf.resize(buf.len().next_multiple_of(8), 0);
+        }
+        assert_eq!(direntplus_nodes(&buf).collect::<Vec<_>>(), vec![42, 43]);
+    }
+}

@@ -1,0 +1,54 @@
+//! Crash recovery: a server process can die (kill -9, panic, abort, OOM)
+//! under a mounted filesystem, and the next one takes over without the
+//! applications seeing an error.
+//!
+//! Three parts (DESIGN.md, "Recovery"):
+//!
+//! - the [`supervisor`] holds the mount, the /dev/fuse fd, one cloned fd
+//!   per worker and the [`state`] file, does no filesystem work, and starts
+//!   servers, handing them everything over a [`handoff`] socket;
+//! - the [`ledger`] records, in the state file, what the kernel holds of
+//!   the filesystem: node ids with their lookup counts and each node's key
+//!   (the filesystem's own way to find it again), and open handles;
+//! - a new server ([`Session::take_over`](crate::Session::take_over))
+//!   reuses what INIT negotiated (the kernel sends INIT only once),
+//!   restores the nodes and handles through the filesystem's
+//!   [`Filesystem::restore_node`](crate::Filesystem::restore_node) and
+//!   [`Filesystem::restore_handle`](crate::Filesystem::restore_handle),
+//!   then asks the kernel to send again every request the dead server had
+//!   read but not answered (FUSE_NOTIFY_RESEND, Linux 6.9+).
+//!
+//! A filesystem is recoverable when it gives a key for its nodes
+//! ([`Filesystem::node_key`](crate::Filesystem::node_key)) and restores
+//! from it; stackfs names files by kernel file handle, the path-level
+//! adapter by parent and name.
+//!
+//! The classic transport only: on Linux 6.18 a request held in an io_uring
+//! ring entry of a dead process is not resent (FUSE_NOTIFY_RESEND walks the
+//! /dev/fuse fds' lists only) and stays until the connection is aborted.
+
+pub mod handoff;
+pub mod ledger;
+pub mod state;
+pub mod supervisor;
+
+use std::io;
+
+pub use handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
+pub use ledger::{Ledger, Restored};
+pub use state::{Capacity, HandleRecord, RecoveryTotals, StateFile};
+pub use supervisor::{Supervisor, SupervisorConfig, SupervisorExit};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error("cloning /dev/fuse for the supervisor: {0}")]
+    Clone(#[source] io::Error),
+    #[error("the recovery state file: {0}")]
+    State(#[source] io::Error),
+    #[error("the first server did not start: {0}")]
+    FirstStart(String),
+    #[error("handoff from the supervisor: {0}")]
+    Handoff(String),
+    #[error(transparent)]
+    Io(io::Error),
+}

@@ -1,0 +1,347 @@
+//! The state file: one memfd, held by the supervisor, mapped by every
+//! server generation. It holds what a new server needs and cannot ask the
+//! kernel for: what INIT negotiated, the node ids the kernel knows with
+//! their lookup counts, the open handles, and the recovery counters that
+//! `fusebox stats` shows.
+//!
+//! ```text
+//! 0        header (4 KiB): magic, layout, counters, INIT's outcome, status
+//! 4 KiB    node slots:   id | nlookup | key length | key (296 bytes)
+//! ...      handle slots: live | kind | fh | node | flags
+//! ```
+//!
+//! A slot is written by the one thread that claimed it and published by a
+//! Release store of its id (nodes) or `live` word (handles); a reader (the
+//! next generation, after this one is gone) loads that word first. Freed
+//! slots are zeroed words, so a crash between any two stores leaves either
+//! the old or the new record, never half of one: a node whose key was
+//! being written is not yet published.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+
+use crate::sys::shared_map::SharedMap;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"fbxstat1");
+const HEADER: usize = 4096;
+
+/// Bytes of identity a filesystem may keep per node (a kernel file handle
+/// is at most 128 bytes; a parent id and a name at most 263).
+pub const MAX_KEY: usize = 296;
+const NODE_SLOT: usize = 320;
+const HANDLE_SLOT: usize = 32;
+
+// Header offsets.
+const H_MAGIC: usize = 0;
+const H_NODES: usize = 8;
+const H_HANDLES: usize = 16;
+const H_GENERATION: usize = 24;
+const H_RESTARTS: usize = 32;
+const H_REPLAYS: usize = 40;
+const H_LAST_PAUSE_US: usize = 48;
+const H_SERVER_PID: usize = 56;
+const H_CONN_LEN: usize = 64;
+const H_STATUS_LEN: usize = 68;
+const H_NODES_LIVE: usize = 72;
+/// One past the highest node / handle slot ever used: scans stop there, so
+/// a restore does not touch (and make resident) the untouched rest.
+const H_NODE_HWM: usize = 80;
+const H_HANDLE_HWM: usize = 88;
+const H_CONN: usize = 1024;
+const CONN_MAX: usize = 1024;
+const H_STATUS: usize = 2048;
+const STATUS_MAX: usize = 1024;
+
+/// How many nodes and open handles a state file can hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Capacity {
+    pub nodes: usize,
+    pub handles: usize,
+}
+
+impl Default for Capacity {
+    /// A million nodes and 256 Ki open handles: 328 MiB of address space
+    /// in a sparse memfd, of which only slots ever used take memory
+    /// (320 bytes a node, 32 an open handle).
+    fn default() -> Self {
+        Capacity {
+            nodes: 1 << 20,
+            handles: 1 << 18,
+        }
+    }
+}
+
+/// The recovery counters, as `fusebox stats` shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecoveryTotals {
+    /// 1 for the first server, one more for each restart or upgrade.
+    pub generation: u64,
+    /// Servers started again after one died.
+    pub restarts: u64,
+    /// Resent requests answered from the journal or found already applied.
+    pub replays: u64,
+    /// From a server's death (or an upgrade's start) to the next serving.
+    pub last_pause_us: u64,
+    /// Nodes the kernel holds references to, as recorded.
+    pub nodes: u64,
+    /// Why the mount is no longer served, if it is not.
+    pub status: String,
+}
+
+pub struct StateFile {
+    map: SharedMap,
+    cap: Capacity,
+}
+
+impl StateFile {
+    pub fn create(cap: Capacity) -> io::Result<StateFile> {
+        let len = HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT;
+        let map = SharedMap::create("fusebox-state", len)?;
+        map.u64_at(H_NODES)
+            .store(cap.nodes as u64, Ordering::Relaxed);
+        map.u64_at(H_HANDLES)
+            .store(cap.handles as u64, Ordering::Relaxed);
+        map.u64_at(H_MAGIC).store(MAGIC, Ordering::Release);
+        Ok(StateFile { map, cap })
+    }
+
+    /// Map a state file a supervisor handed over.
+    pub fn open(fd: OwnedFd) -> io::Result<StateFile> {
+        let map = SharedMap::map(fd)?;
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+        if map.len() < HEADER || map.u64_at(H_MAGIC).load(Ordering::Acquire) != MAGIC {
+            return Err(bad("not a fusebox state file (bad magic)"));
+        }
+        let cap = Capacity {
+            nodes: map.u64_at(H_NODES).load(Ordering::Relaxed) as usize,
+            handles: map.u64_at(H_HANDLES).load(Ordering::Relaxed) as usize,
+        };
+        if HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT > map.len() {
+            return Err(bad("state file shorter than its capacity says"));
+        }
+        Ok(StateFile { map, cap })
+    }
+
+    pub fn fd(&self) -> &OwnedFd {
+        self.map.fd()
+    }
+
+    pub fn capacity(&self) -> Capacity {
+        self.cap
+    }
+
+    // ---------------------------------------------------------- counters
+
+    pub fn generation(&self) -> u64 {
+        self.map.u64_at(H_GENERATION).load(Ordering::Acquire)
+    }
+
+    pub fn set_generation(&self, g: u64) {
+        self.map.u64_at(H_GENERATION).store(g, Ordering::Release);
+    }
+
+    pub fn add_restart(&self) {
+        self.map.u64_at(H_RESTARTS).fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn add_replay(&self) {
+        self.map.u64_at(H_REPLAYS).fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn set_last_pause_us(&self, us: u64) {
+        self.map
+            .u64_at(H_LAST_PAUSE_US)
+            .store(us, Ordering::Release);
+    }
+
+    pub fn set_server_pid(&self, pid: u32) {
+        self.map
+            .u64_at(H_SERVER_PID)
+            .store(pid as u64, Ordering::Release);
+    }
+
+    pub fn server_pid(&self) -> u32 {
+        self.map.u64_at(H_SERVER_PID).load(Ordering::Acquire) as u32
+    }
+
+    pub fn totals(&self) -> RecoveryTotals {
+        RecoveryTotals {
+            generation: self.generation(),
+            restarts: self.map.u64_at(H_RESTARTS).load(Ordering::Acquire),
+            replays: self.map.u64_at(H_REPLAYS).load(Ordering::Acquire),
+            last_pause_us: self.map.u64_at(H_LAST_PAUSE_US).load(Ordering::Acquire),
+            nodes: self.map.u64_at(H_NODES_LIVE).load(Ordering::Acquire),
+            status: self.status(),
+        }
+    }
+
+    // ------------------------------------------------- connection, status
+
+    /// INIT's outcome, written once by the first server before it serves.
+    pub fn set_connection(&self, bytes: &[u8]) -> io::Result<()> {
+        if bytes.len() > CONN_MAX {
+            return Err(io::Error::other(
+                "negotiated connection too large for the state file",
+            ));
+        }
+        self.map.write(H_CONN, bytes);
+        self.map
+            .u32_at(H_CONN_LEN)
+            .store(bytes.len() as u32, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn connection(&self) -> Option<Vec<u8>> {
+        match self.map.u32_at(H_CONN_LEN).load(Ordering::Acquire) as usize {
+            0 => None,
+            n => Some(self.map.read(H_CONN, n.min(CONN_MAX))),
+        }
+    }
+
+    /// Set by the supervisor only, while no server runs.
+    pub fn set_status(&self, s: &str) {
+        let b = &s.as_bytes()[..s.len().min(STATUS_MAX)];
+        self.map.u32_at(H_STATUS_LEN).store(0, Ordering::Release);
+        self.map.write(H_STATUS, b);
+        self.map
+            .u32_at(H_STATUS_LEN)
+            .store(b.len() as u32, Ordering::Release);
+    }
+
+    pub fn status(&self) -> String {
+        let n = self.map.u32_at(H_STATUS_LEN).load(Ordering::Acquire) as usize;
+        String::from_utf8_lossy(&self.map.read(H_STATUS, n.min(STATUS_MAX))).into_owned()
+    }
+
+    // -------------------------------------------------------------- nodes
+
+    fn node_off(&self, slot: usize) -> usize {
+        assert!(slot < self.cap.nodes);
+        HEADER + slot * NODE_SLOT
+    }
+
+    /// Publish `id` with `key` and `nlookup` in a slot this thread owns.
+    pub fn node_put(&self, slot: usize, id: u64, key: &[u8], nlookup: u64) {
+        let off = self.node_off(slot);
+        debug_assert!(key.len() <= MAX_KEY);
+        self.map.u64_at(off + 8).store(nlookup, Ordering::Relaxed);
+        self.map
+            .u32_at(off + 16)
+            .store(key.len() as u32, Ordering::Relaxed);
+        self.map.write(off + 24, key);
+        self.map
+            .u64_at(H_NODE_HWM)
+            .fetch_max(slot as u64 + 1, Ordering::AcqRel);
+        self.map.u64_at(off).store(id, Ordering::Release);
+        self.map.u64_at(H_NODES_LIVE).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Add `delta` (may be negative) to a published node's count; returns
+    /// the new count.
+    pub fn node_add(&self, slot: usize, delta: i64) -> u64 {
+        let c = self.map.u64_at(self.node_off(slot) + 8);
+        if delta >= 0 {
+            c.fetch_add(delta as u64, Ordering::AcqRel) + delta as u64
+        } else {
+            let d = delta.unsigned_abs();
+            let prev = c
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    Some(v.saturating_sub(d))
+                })
+                .unwrap_or(0);
+            prev.saturating_sub(d)
+        }
+    }
+
+    pub fn node_clear(&self, slot: usize) {
+        let off = self.node_off(slot);
+        if self.map.u64_at(off).swap(0, Ordering::AcqRel) != 0 {
+            self.map.u64_at(H_NODES_LIVE).fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Every published node: (slot, id, key, nlookup).
+    pub fn nodes(&self) -> Vec<(usize, u64, Vec<u8>, u64)> {
+        let mut v = Vec::new();
+        let hwm =
+            (self.map.u64_at(H_NODE_HWM).load(Ordering::Acquire) as usize).min(self.cap.nodes);
+        for slot in 0..hwm {
+            let off = self.node_off(slot);
+            let id = self.map.u64_at(off).load(Ordering::Acquire);
+            if id == 0 {
+                continue;
+            }
+            let nlookup = self.map.u64_at(off + 8).load(Ordering::Acquire);
+            let len = (self.map.u32_at(off + 16).load(Ordering::Acquire) as usize).min(MAX_KEY);
+            v.push((slot, id, self.map.read(off + 24, len), nlookup));
+        }
+        v
+    }
+
+    // ------------------------------------------------------------ handles
+
+    fn handle_off(&self, slot: usize) -> usize {
+        assert!(slot < self.cap.handles);
+        HEADER + self.cap.nodes * NODE_SLOT + slot * HANDLE_SLOT
+    }
+
+    pub fn handle_put(&self, slot: usize, h: &HandleRecord) {
+        let off = self.handle_off(slot);
+        self.map.u64_at(off + 8).store(h.fh, Ordering::Relaxed);
+        self.map.u64_at(off + 16).store(h.node, Ordering::Relaxed);
+        self.map.u32_at(off + 24).store(h.flags, Ordering::Relaxed);
+        self.map
+            .u32_at(off + 28)
+            .store(h.backing_id as u32, Ordering::Relaxed);
+        self.map
+            .u32_at(off + 4)
+            .store(h.dir as u32, Ordering::Relaxed);
+        self.map
+            .u64_at(H_HANDLE_HWM)
+            .fetch_max(slot as u64 + 1, Ordering::AcqRel);
+        self.map.u32_at(off).store(1, Ordering::Release);
+    }
+
+    pub fn handle_clear(&self, slot: usize) {
+        self.map
+            .u32_at(self.handle_off(slot))
+            .store(0, Ordering::Release);
+    }
+
+    pub fn handles(&self) -> Vec<(usize, HandleRecord)> {
+        let mut v = Vec::new();
+        let hwm =
+            (self.map.u64_at(H_HANDLE_HWM).load(Ordering::Acquire) as usize).min(self.cap.handles);
+        for slot in 0..hwm {
+            let off = self.handle_off(slot);
+            if self.map.u32_at(off).load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            v.push((
+                slot,
+                HandleRecord {
+                    fh: self.map.u64_at(off + 8).load(Ordering::Relaxed),
+                    node: self.map.u64_at(off + 16).load(Ordering::Relaxed),
+                    flags: self.map.u32_at(off + 24).load(Ordering::Relaxed),
+                    backing_id: self.map.u32_at(off + 28).load(Ordering::Relaxed) as i32,
+                    dir: self.map.u32_at(off + 4).load(Ordering::Relaxed) != 0,
+                },
+            ));
+        }
+        v
+    }
+}
+
+/// An open file or directory the kernel holds a handle to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandleRecord {
+    pub fh: u64,
+    pub node: u64,
+    /// The open(2) flags it was opened with.
+    pub flags: u32,
+    /// Its passthrough backing id (0: none): the id lives in the kernel
+    /// connection and stays valid; a new server reuses it.
+    pub backing_id: i32,
+    pub dir: bool,
+}
