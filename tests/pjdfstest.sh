@@ -35,6 +35,7 @@ runs=0
 # One line per configuration: label, filesystem, transport, extra mount
 # arguments. io_uring rows run only where the kernel has it switched on.
 configs="stackfs-classic stackfs classic
+stackfs-classic-killed stackfs classic --max-restarts 100000
 memfs-classic memfs classic
 pathfs-classic pathfs classic
 memfs-classic-async memfs classic --async-api
@@ -70,7 +71,29 @@ while read -r -u 3 label fs transport extra; do
       status=1
     fi
   done
+  killer=
+  if [[ "$label" == *-killed ]]; then
+    # The server is killed (SIGKILL) every ~0.1 s while pjdfstest runs;
+    # the supervisor starts the next one, and no test may notice.
+    (
+      while mountpoint -q "$dir/mnt"; do
+        sleep 0.1
+        pid=$("$BIN" stats "$dir/mnt" 2>/dev/null | sed -n '1s/.*  pid \([0-9]*\) .*/\1/p')
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+      done
+    ) &
+    killer=$!
+  fi
   (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
+  if [ -n "$killer" ]; then
+    kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null || true
+    restarts=$("$BIN" stats "$dir/mnt" | sed -n 's/^recovery: server generation [0-9]*, \([0-9]*\) restarts.*/\1/p')
+    echo "$label: the server was replaced ${restarts:-0} times during the run"
+    if [ "${restarts:-0}" -lt 1 ]; then
+      echo "$label: no server was killed: the row tested nothing"
+      status=1
+    fi
+  fi
   got=$(summary "$dir/pjd.log" | sed 's/, [0-9]* total//')
   echo "$label:  $(summary "$dir/pjd.log")"
   runs=$((runs + 1))

@@ -59,13 +59,22 @@ fn alive(pid: u32) -> bool {
 /// Mount stackfs of `src` at `mnt` in the background (supervised by
 /// default); returns the supervisor's pid.
 fn mount_supervised(src: &Path, mnt: &Path, extra: &[&str]) -> Guard {
-    let out = Command::new(BIN)
-        .args(["mount", "stackfs"])
-        .arg(src)
-        .arg(mnt)
-        .args(extra)
-        .output()
-        .unwrap();
+    mount_supervised_with(src, mnt, extra, None)
+}
+
+/// `mount_supervised` with a failpoint armed in the first server.
+fn mount_supervised_with(
+    src: &Path,
+    mnt: &Path,
+    extra: &[&str],
+    failpoint: Option<String>,
+) -> Guard {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["mount", "stackfs"]).arg(src).arg(mnt).args(extra);
+    if let Some(f) = failpoint {
+        cmd.env(fusebox::recovery::failpoint::FAILPOINT_ENV, f);
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -171,8 +180,23 @@ fn killing_the_server_under_running_applications_fails_nothing() {
                     std::fs::read_dir(mnt.join("d"))
                         .map_err(|e| format!("readdir {n}: {e}"))?
                         .count();
-                    std::fs::write(mnt.join(format!("d/new{n}")), b"x")
-                        .map_err(|e| format!("create {n}: {e}"))?;
+                    // Requests that must not be applied twice: an O_EXCL
+                    // create, a rename, an unlink of what was made.
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(mnt.join(format!("d/new{n}")))
+                        .and_then(|mut f| f.write_all(b"x"))
+                        .map_err(|e| format!("exclusive create {n}: {e}"))?;
+                    std::fs::rename(
+                        mnt.join(format!("d/new{n}")),
+                        mnt.join(format!("d/kept{n}")),
+                    )
+                    .map_err(|e| format!("rename {n}: {e}"))?;
+                    if n >= 20 {
+                        std::fs::remove_file(mnt.join(format!("d/kept{}", n - 20)))
+                            .map_err(|e| format!("unlink {n}: {e}"))?;
+                    }
                 }
                 n += 1;
             }
@@ -322,4 +346,301 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
     assert_eq!(s.pid, guard.supervisor, "the daemon serves itself");
     drop(guard);
     assert!(!is_mounted(&mnt));
+}
+
+/// One non-idempotent request, and what it must have done.
+struct Case {
+    op: &'static str,
+    /// Native preparation in the source directory.
+    prepare: fn(&Path),
+    /// The application's call through the mount; must succeed.
+    act: fn(&Path) -> std::io::Result<()>,
+    /// The source directory afterwards.
+    check: fn(&Path),
+}
+
+fn cases() -> Vec<Case> {
+    use std::os::unix::fs::MetadataExt;
+    vec![
+        Case {
+            op: "CREATE",
+            prepare: |_| {},
+            act: |m| {
+                // O_EXCL: a create applied twice would fail EEXIST.
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(m.join("new"))?;
+                f.write_all(b"made once")
+            },
+            check: |s| assert_eq!(std::fs::read(s.join("new")).unwrap(), b"made once"),
+        },
+        Case {
+            op: "MKNOD",
+            prepare: |_| {},
+            act: |m| {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    m.join("fifo"),
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .map_err(Into::into)
+            },
+            check: |s| {
+                use std::os::unix::fs::FileTypeExt;
+                assert!(std::fs::symlink_metadata(s.join("fifo"))
+                    .unwrap()
+                    .file_type()
+                    .is_fifo())
+            },
+        },
+        Case {
+            op: "MKDIR",
+            prepare: |_| {},
+            act: |m| std::fs::create_dir(m.join("dir")),
+            check: |s| assert!(s.join("dir").is_dir()),
+        },
+        Case {
+            op: "SYMLINK",
+            prepare: |_| {},
+            act: |m| std::os::unix::fs::symlink("target", m.join("link")),
+            check: |s| {
+                assert_eq!(
+                    std::fs::read_link(s.join("link")).unwrap(),
+                    Path::new("target")
+                )
+            },
+        },
+        Case {
+            op: "LINK",
+            prepare: |s| std::fs::write(s.join("a"), b"A").unwrap(),
+            act: |m| std::fs::hard_link(m.join("a"), m.join("b")),
+            check: |s| assert_eq!(std::fs::metadata(s.join("b")).unwrap().nlink(), 2),
+        },
+        Case {
+            op: "UNLINK",
+            prepare: |s| std::fs::write(s.join("a"), b"A").unwrap(),
+            act: |m| std::fs::remove_file(m.join("a")),
+            check: |s| assert!(!s.join("a").exists()),
+        },
+        Case {
+            op: "RMDIR",
+            prepare: |s| std::fs::create_dir(s.join("d")).unwrap(),
+            act: |m| std::fs::remove_dir(m.join("d")),
+            check: |s| assert!(!s.join("d").exists()),
+        },
+        Case {
+            op: "RENAME",
+            prepare: |s| std::fs::write(s.join("a"), b"A").unwrap(),
+            act: |m| std::fs::rename(m.join("a"), m.join("c")),
+            check: |s| {
+                assert!(!s.join("a").exists());
+                assert_eq!(std::fs::read(s.join("c")).unwrap(), b"A");
+            },
+        },
+        Case {
+            op: "SETATTR",
+            prepare: |s| std::fs::write(s.join("t"), [7u8; 100]).unwrap(),
+            act: |m| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(m.join("t"))?
+                    .set_len(50)
+            },
+            check: |s| assert_eq!(std::fs::metadata(s.join("t")).unwrap().len(), 50),
+        },
+        Case {
+            op: "WRITE",
+            prepare: |s| std::fs::write(s.join("log"), b"1\n").unwrap(),
+            act: |m| {
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(m.join("log"))?;
+                f.write_all(b"2\n")
+            },
+            // Appended exactly once.
+            check: |s| assert_eq!(std::fs::read(s.join("log")).unwrap(), b"1\n2\n"),
+        },
+    ]
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result() {
+    let points = ["after-read", "after-apply", "after-journal", "before-reply"];
+    for case in cases() {
+        for point in points {
+            let dir = scratch("fail");
+            let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+            std::fs::create_dir(&src).unwrap();
+            std::fs::create_dir(&mnt).unwrap();
+            (case.prepare)(&src);
+            let guard =
+                mount_supervised_with(&src, &mnt, &[], Some(format!("{point}:{}", case.op)));
+            let (m, act) = (mnt.clone(), case.act);
+            let result = within(Duration::from_secs(30), move || act(&m));
+            let what = format!("{} killed {point}", case.op);
+            assert!(result.is_ok(), "{what}: the application saw {result:?}");
+            (case.check)(&src);
+            let rec = snapshot(&mnt).recovery.unwrap();
+            assert_eq!(
+                rec.restarts, 1,
+                "{what}: the failpoint did not fire: {rec:?}"
+            );
+            // Killed before its journal record, or a truncate killed before
+            // its outcome was recorded: simply run again.
+            let rerun = point == "after-read" || (case.op == "SETATTR" && point == "after-apply");
+            let want = if rerun { 0 } else { 1 };
+            assert_eq!(rec.replays, want, "{what}: replays: {rec:?}");
+            drop(guard);
+        }
+    }
+}
+
+/// Kill the serving process every `every` until `stop`; returns how many.
+fn keep_killing(
+    mnt: PathBuf,
+    every: Duration,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<u32> {
+    std::thread::spawn(move || {
+        let mut kills = 0;
+        while !stop.load(Ordering::Acquire) {
+            std::thread::sleep(every);
+            if let Some(s) = try_snapshot(&mnt).filter(|s| s.recovery.is_some()) {
+                if rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(s.pid as i32).unwrap(),
+                    rustix::process::Signal::KILL,
+                )
+                .is_ok()
+                {
+                    kills += 1;
+                }
+            }
+        }
+        kills
+    })
+}
+
+#[test]
+fn fio_verify_passes_while_the_server_is_killed_again_and_again() {
+    let dir = scratch("fio");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let guard = mount_supervised(&src, &mnt, &["--max-restarts", "100000"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let killer = keep_killing(mnt.clone(), Duration::from_millis(150), stop.clone());
+    // Random 4 KiB writes by 4 jobs, then every block read back and its
+    // crc32c checked; any I/O error or mismatch fails fio.
+    let m = mnt.clone();
+    let out = within(Duration::from_secs(120), move || {
+        Command::new("fio")
+            .args([
+                "--name=verify",
+                "--rw=randwrite",
+                "--bs=4k",
+                "--size=48M",
+                "--numjobs=4",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_fatal=1",
+                "--group_reporting",
+            ])
+            .arg(format!("--directory={}", m.display()))
+            .output()
+            .expect("fio (scripts/setup.sh installs it)")
+    });
+    stop.store(true, Ordering::Release);
+    let kills = killer.join().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && report.contains("err= 0"),
+        "fio failed across {kills} kills:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = snapshot(&mnt).recovery.unwrap();
+    assert!(
+        kills >= 3 && rec.restarts >= 3,
+        "too few replacements to mean anything: {kills} kills, {rec:?}"
+    );
+    drop(guard);
+}
+
+/// Ends a child process however the test ends.
+struct Reap(std::process::Child);
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn tail_f_and_a_shell_inside_the_mount_live_through_six_crashes() {
+    use std::process::Stdio;
+    let dir = scratch("tail");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    // Six deaths in a second is past the default crash-loop limit (5).
+    let guard = mount_supervised(&src, &mnt, &["--max-restarts", "10"]);
+    std::fs::create_dir(mnt.join("work")).unwrap();
+    std::fs::write(mnt.join("work/log"), b"line 0\n").unwrap();
+    let tail_out = dir.path().join("tail.out");
+    let tail = Reap(
+        Command::new("tail")
+            .args(["-f", "-n", "+1", "log"])
+            .current_dir(mnt.join("work"))
+            .stdout(std::fs::File::create(&tail_out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // A shell whose working directory is inside the mount, using it.
+    let mut shell = Reap(
+        Command::new("sh")
+            .args([
+                "-c",
+                "while [ ! -e stop ]; do ls >/dev/null && cat log >/dev/null || exit 3; sleep 0.02; done",
+            ])
+            .current_dir(mnt.join("work"))
+            .spawn()
+            .unwrap(),
+    );
+    for round in 1..=6 {
+        std::thread::sleep(Duration::from_millis(150));
+        kill_server(&mnt);
+        let m = mnt.clone();
+        within(Duration::from_secs(20), move || {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(m.join("work/log"))
+                .unwrap();
+            writeln!(f, "line {round}").unwrap();
+        });
+        assert!(
+            shell.0.try_wait().unwrap().is_none(),
+            "the shell stopped after crash {round}"
+        );
+    }
+    std::fs::write(mnt.join("work/stop"), b"").unwrap();
+    let status = within(Duration::from_secs(20), move || shell.0.wait().unwrap());
+    assert!(status.success(), "the shell in the mount failed: {status}");
+    // tail -f shows every line, once.
+    let want: String = (0..=6).map(|i| format!("line {i}\n")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = std::fs::read_to_string(&tail_out).unwrap();
+        if got == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "tail -f shows {got:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(tail);
+    let rec = snapshot(&mnt).recovery.unwrap();
+    assert_eq!(rec.restarts, 6, "{rec:?}");
+    drop(guard);
 }

@@ -20,6 +20,8 @@ use crate::protocol::{
     parse_contiguous, parse_header, parse_split, send_error, send_reply, Body, DataOut, DirEntries,
     Notifier, Op, ParseConfig, ReplySink, Request,
 };
+use crate::recovery::failpoint::{self, Point};
+use crate::recovery::journal;
 use crate::recovery::ledger::{Ledger, Note};
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, NodeId, Opened};
@@ -84,6 +86,9 @@ pub struct Pending {
     opcode: Opcode,
     start: Instant,
     result: Result<Outcome, Errno>,
+    /// Its journal record (a supervised session's non-idempotent
+    /// request), released once the answer is written.
+    journal: Option<usize>,
 }
 
 impl Pending {
@@ -422,6 +427,7 @@ impl<F: Filesystem> Dispatcher<F> {
                     opcode,
                     start,
                     result,
+                    journal: None,
                 }
             }
             None => {
@@ -431,6 +437,7 @@ impl<F: Filesystem> Dispatcher<F> {
                     opcode: Opcode(0),
                     start,
                     result: Ok(Outcome::NoReply),
+                    journal: None,
                 }
             }
         }
@@ -489,13 +496,36 @@ impl<F: Filesystem> Dispatcher<F> {
         };
         let node = req.node();
         let note = self.ledger.as_ref().map(|_| Note::of(&req.op));
+        // A supervised session journals what must not be applied twice,
+        // and answers it from the journal when it comes back.
+        let mut journal_slot = None;
+        let mut replayed = None;
+        if let Some(ledger) = &self.ledger {
+            failpoint::hit(Point::AfterRead, opcode);
+            if let Some(kind) = journal::Kind::of(&req.op, node, ledger) {
+                if unique & journal::RESENT != 0 {
+                    replayed = journal::replay(&*self.fs, &ctx, &kind, opcode, ledger, unique);
+                }
+                if replayed.is_some() {
+                    ledger.state().add_replay();
+                } else {
+                    let before = journal::before(&*self.fs, &ctx, &kind);
+                    journal_slot = ledger.journal_begin(unique, opcode, before);
+                }
+            }
+        }
+        // Answered from the journal: the ledger has its references already.
+        let record = !matches!(replayed, Some((_, journal::Replayed::Recorded)));
         let mut out = out;
         let data = &mut w.data;
-        let outcome = catch_unwind(AssertUnwindSafe(|| match out.as_deref_mut() {
-            Some(out) => self.call(&ctx, node, req.op, out),
-            None => self.call(&ctx, node, req.op, data),
-        }));
-        if let (Some(ledger), Some(note), Ok(r)) = (&self.ledger, note, &outcome) {
+        let outcome = match replayed {
+            Some((r, _)) => Ok(r),
+            None => catch_unwind(AssertUnwindSafe(|| match out.as_deref_mut() {
+                Some(out) => self.call(&ctx, node, req.op, out),
+                None => self.call(&ctx, node, req.op, data),
+            })),
+        };
+        if let (Some(ledger), Some(note), Ok(r), true) = (&self.ledger, note, &outcome, record) {
             let bytes = match &out {
                 Some(o) => o.as_slice(),
                 None => w.data.as_slice(),
@@ -534,11 +564,23 @@ impl<F: Filesystem> Dispatcher<F> {
                 }
             }
         };
+        if let (Some(ledger), Some(slot)) = (&self.ledger, journal_slot) {
+            if matches!(result, Ok(Outcome::Later)) {
+                // Answered later: not journaled (DESIGN.md, "Recovery").
+                ledger.journal_release(slot);
+                journal_slot = None;
+            } else {
+                failpoint::hit(Point::AfterApply, opcode);
+                ledger.journal_done(slot, &result);
+                failpoint::hit(Point::AfterJournal, opcode);
+            }
+        }
         Pending {
             unique,
             opcode,
             start,
             result,
+            journal: journal_slot,
         }
     }
 
@@ -570,11 +612,17 @@ impl<F: Filesystem> Dispatcher<F> {
             done.saturating_duration_since(p.start),
             p.result.is_err(),
         );
+        if p.journal.is_some() {
+            failpoint::hit(Point::BeforeReply, p.opcode);
+        }
         if let Err(e) = send_outcome(p.unique, p.result, data, sink) {
             // ENOENT: the request was interrupted and the kernel forgot it.
             if e.raw_os_error() != Some(libc::ENOENT) {
                 tracing::debug!(unique = p.unique, opcode = ?p.opcode, error = %e, "reply not delivered");
             }
+        }
+        if let (Some(ledger), Some(slot)) = (&self.ledger, p.journal) {
+            ledger.journal_release(slot);
         }
         done
     }

@@ -165,6 +165,7 @@ impl<F: Filesystem> Session<F> {
             mountpoint,
             clones,
         } = msg;
+        crate::recovery::failpoint::arm_from_env(generation);
         if fds.len() != clones + 2 {
             return Err(handoff_err(format!(
                 "expected {} fds, got {}",

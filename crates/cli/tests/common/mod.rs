@@ -37,6 +37,19 @@ pub fn try_snapshot(mnt: &Path) -> Option<fusebox::stats::Snapshot> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// `try_snapshot`, waiting up to 10 s: a supervised mount has no stats
+/// socket for the few milliseconds between two servers.
 pub fn snapshot(mnt: &Path) -> fusebox::stats::Snapshot {
-    try_snapshot(mnt).unwrap_or_else(|| panic!("no stats from {}", mnt.display()))
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(s) = try_snapshot(mnt) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stats from {}",
+            mnt.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -21,14 +21,14 @@ use crate::types::NodeId;
 type KeyFn = dyn Fn(NodeId) -> Option<Vec<u8>> + Send + Sync;
 
 /// Slots of one table: freed ones are reused before new ones are taken.
-struct Slots {
+pub(crate) struct Slots {
     free: Mutex<Vec<usize>>,
     next: AtomicUsize,
     cap: usize,
 }
 
 impl Slots {
-    fn new(cap: usize) -> Slots {
+    pub(crate) fn new(cap: usize) -> Slots {
         Slots {
             free: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
@@ -36,7 +36,7 @@ impl Slots {
         }
     }
 
-    fn take(&self) -> Option<usize> {
+    pub(crate) fn take(&self) -> Option<usize> {
         if let Some(s) = self
             .free
             .lock()
@@ -49,7 +49,7 @@ impl Slots {
         (s < self.cap).then_some(s)
     }
 
-    fn give_back(&self, slot: usize) {
+    pub(crate) fn give_back(&self, slot: usize) {
         self.free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -58,7 +58,7 @@ impl Slots {
 
     /// After a restore: `used` are taken, everything below the highest of
     /// them is free.
-    fn rebuild(&self, used: &[usize]) {
+    pub(crate) fn rebuild(&self, used: &[usize]) {
         let top = used.iter().max().map_or(0, |m| m + 1);
         let mut taken = vec![false; top];
         for &u in used {
@@ -77,6 +77,7 @@ pub struct Ledger {
     node_slots: Slots,
     handles: DashMap<u64, usize>,
     handle_slots: Slots,
+    pub(crate) journal_slots: Slots,
     full_warned: AtomicBool,
 }
 
@@ -102,6 +103,7 @@ impl Ledger {
             node_slots: Slots::new(cap.nodes),
             handles: DashMap::new(),
             handle_slots: Slots::new(cap.handles),
+            journal_slots: Slots::new(cap.journal),
             full_warned: AtomicBool::new(false),
         }
     }
@@ -110,7 +112,7 @@ impl Ledger {
         &self.state
     }
 
-    fn full(&self, what: &str) {
+    pub(crate) fn full(&self, what: &str) {
         if !self.full_warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 what,
@@ -207,6 +209,9 @@ impl Ledger {
         for (slot, h) in &handles {
             self.handles.insert(h.fh, *slot);
         }
+        // Journal records of the dead server stay until their requests come
+        // back and are answered from them.
+        self.journal_slots.rebuild(&self.state.journal_used());
         Restored {
             nodes: nodes
                 .into_iter()
@@ -214,6 +219,12 @@ impl Ledger {
                 .collect(),
             handles: handles.into_iter().map(|(_, h)| h).collect(),
         }
+    }
+
+    /// The open(2) flags a recorded handle was opened with.
+    pub fn handle_flags(&self, fh: u64) -> Option<u32> {
+        let slot = *self.handles.get(&fh)?;
+        Some(self.state.handle_flags(slot))
     }
 
     pub fn node_count(&self) -> usize {
@@ -377,6 +388,7 @@ mod tests {
         let (l, state) = table(Capacity {
             nodes: 64,
             handles: 16,
+            journal: 8,
         });
         for _ in 0..3 {
             l.looked_up(5);
@@ -419,10 +431,48 @@ mod tests {
     }
 
     #[test]
+    fn journal_records_are_found_by_unique_in_a_new_mapping() {
+        use crate::recovery::state::Before;
+        let (l, state) = table(Capacity {
+            nodes: 4,
+            handles: 4,
+            journal: 4,
+        });
+        let a = l
+            .journal_begin(100, fusebox_abi::Opcode::UNLINK, Before::Present { ino: 7 })
+            .unwrap();
+        let b = l
+            .journal_begin(101, fusebox_abi::Opcode::MKDIR, Before::Absent)
+            .unwrap();
+        l.journal_done(b, &Err(crate::Errno::EEXIST));
+        let c = l
+            .journal_begin(102, fusebox_abi::Opcode::RMDIR, Before::Unknown)
+            .unwrap();
+        l.journal_release(c);
+        let next = reopen(&state);
+        next.restore();
+        let s = next.state();
+        let ra = s.journal_find(100).unwrap();
+        assert_eq!(
+            (ra.slot, ra.before, ra.done),
+            (a, Before::Present { ino: 7 }, None)
+        );
+        let rb = s.journal_find(101).unwrap();
+        assert_eq!(rb.done, Some((libc::EEXIST, vec![])));
+        assert!(s.journal_find(102).is_none());
+        // The two records still held are not handed out again.
+        let d = next
+            .journal_begin(103, fusebox_abi::Opcode::LINK, Before::Absent)
+            .unwrap();
+        assert!(d != a && d != b);
+    }
+
+    #[test]
     fn a_full_table_keeps_what_it_has() {
         let (l, state) = table(Capacity {
             nodes: 2,
             handles: 1,
+            journal: 1,
         });
         for n in 2..6 {
             l.looked_up(n);

@@ -27,7 +27,9 @@
 //! ring entry of a dead process is not resent (FUSE_NOTIFY_RESEND walks the
 //! /dev/fuse fds' lists only) and stays until the connection is aborted.
 
+pub mod failpoint;
 pub mod handoff;
+pub mod journal;
 pub mod ledger;
 pub mod state;
 pub mod supervisor;

@@ -8,6 +8,7 @@
 //! 0        header (4 KiB): magic, layout, counters, INIT's outcome, status
 //! 4 KiB    node slots:   id | nlookup | key length | key (296 bytes)
 //! ...      handle slots: live | kind | fh | node | flags
+//! ...      journal slots: state | opcode | unique | before | outcome
 //! ```
 //!
 //! A slot is written by the one thread that claimed it and published by a
@@ -31,6 +32,10 @@ const HEADER: usize = 4096;
 pub const MAX_KEY: usize = 296;
 const NODE_SLOT: usize = 320;
 const HANDLE_SLOT: usize = 32;
+const JOURNAL_SLOT: usize = 512;
+const J_BODY: usize = 48;
+/// Largest reply body a journal slot holds (CREATE's is 144 bytes).
+pub const MAX_JOURNALED_REPLY: usize = JOURNAL_SLOT - J_BODY;
 
 // Header offsets.
 const H_MAGIC: usize = 0;
@@ -48,6 +53,8 @@ const H_NODES_LIVE: usize = 72;
 /// a restore does not touch (and make resident) the untouched rest.
 const H_NODE_HWM: usize = 80;
 const H_HANDLE_HWM: usize = 88;
+const H_JOURNAL: usize = 96;
+const H_JOURNAL_HWM: usize = 104;
 const H_CONN: usize = 1024;
 const CONN_MAX: usize = 1024;
 const H_STATUS: usize = 2048;
@@ -58,16 +65,20 @@ const STATUS_MAX: usize = 1024;
 pub struct Capacity {
     pub nodes: usize,
     pub handles: usize,
+    /// Non-idempotent requests in flight at once that the journal covers.
+    pub journal: usize,
 }
 
 impl Default for Capacity {
-    /// A million nodes and 256 Ki open handles: 328 MiB of address space
-    /// in a sparse memfd, of which only slots ever used take memory
-    /// (320 bytes a node, 32 an open handle).
+    /// A million nodes, 256 Ki open handles and 4,096 journaled requests
+    /// in flight: 330 MiB of address space in a sparse memfd, of which only
+    /// slots ever used take memory (320 bytes a node, 32 an open handle,
+    /// 512 a journaled request).
     fn default() -> Self {
         Capacity {
             nodes: 1 << 20,
             handles: 1 << 18,
+            journal: 4096,
         }
     }
 }
@@ -96,12 +107,13 @@ pub struct StateFile {
 
 impl StateFile {
     pub fn create(cap: Capacity) -> io::Result<StateFile> {
-        let len = HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT;
-        let map = SharedMap::create("fusebox-state", len)?;
+        let map = SharedMap::create("fusebox-state", Self::len(cap))?;
         map.u64_at(H_NODES)
             .store(cap.nodes as u64, Ordering::Relaxed);
         map.u64_at(H_HANDLES)
             .store(cap.handles as u64, Ordering::Relaxed);
+        map.u64_at(H_JOURNAL)
+            .store(cap.journal as u64, Ordering::Relaxed);
         map.u64_at(H_MAGIC).store(MAGIC, Ordering::Release);
         Ok(StateFile { map, cap })
     }
@@ -116,11 +128,16 @@ impl StateFile {
         let cap = Capacity {
             nodes: map.u64_at(H_NODES).load(Ordering::Relaxed) as usize,
             handles: map.u64_at(H_HANDLES).load(Ordering::Relaxed) as usize,
+            journal: map.u64_at(H_JOURNAL).load(Ordering::Relaxed) as usize,
         };
-        if HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT > map.len() {
+        if Self::len(cap) > map.len() {
             return Err(bad("state file shorter than its capacity says"));
         }
         Ok(StateFile { map, cap })
+    }
+
+    fn len(cap: Capacity) -> usize {
+        HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT + cap.journal * JOURNAL_SLOT
     }
 
     pub fn fd(&self) -> &OwnedFd {
@@ -303,6 +320,12 @@ impl StateFile {
         self.map.u32_at(off).store(1, Ordering::Release);
     }
 
+    pub fn handle_flags(&self, slot: usize) -> u32 {
+        self.map
+            .u32_at(self.handle_off(slot) + 24)
+            .load(Ordering::Relaxed)
+    }
+
     pub fn handle_clear(&self, slot: usize) {
         self.map
             .u32_at(self.handle_off(slot))
@@ -331,6 +354,135 @@ impl StateFile {
         }
         v
     }
+
+    // ------------------------------------------------------------ journal
+
+    fn journal_off(&self, slot: usize) -> usize {
+        assert!(slot < self.cap.journal);
+        HEADER + self.cap.nodes * NODE_SLOT + self.cap.handles * HANDLE_SLOT + slot * JOURNAL_SLOT
+    }
+
+    /// A non-idempotent request is about to be applied; `before` is what
+    /// the name (or file) looked like.
+    pub fn journal_begin(&self, slot: usize, unique: u64, opcode: u32, before: Before) {
+        let off = self.journal_off(slot);
+        self.map.u32_at(off).store(0, Ordering::Release);
+        self.map.u32_at(off + 4).store(opcode, Ordering::Relaxed);
+        self.map.u64_at(off + 8).store(unique, Ordering::Relaxed);
+        let (kind, a) = before.encode();
+        self.map.u32_at(off + 32).store(kind, Ordering::Relaxed);
+        self.map.u64_at(off + 16).store(a, Ordering::Relaxed);
+        self.map
+            .u64_at(H_JOURNAL_HWM)
+            .fetch_max(slot as u64 + 1, Ordering::AcqRel);
+        self.map.u32_at(off).store(JOURNAL_BEGUN, Ordering::Release);
+    }
+
+    /// It was applied, and this is its answer (an errno, or a body).
+    pub fn journal_done(&self, slot: usize, error: i32, body: &[u8]) {
+        let off = self.journal_off(slot);
+        let body = &body[..body.len().min(MAX_JOURNALED_REPLY)];
+        self.map
+            .u32_at(off + 36)
+            .store(error as u32, Ordering::Relaxed);
+        self.map
+            .u32_at(off + 40)
+            .store(body.len() as u32, Ordering::Relaxed);
+        self.map.write(off + J_BODY, body);
+        self.map.u32_at(off).store(JOURNAL_DONE, Ordering::Release);
+    }
+
+    pub fn journal_clear(&self, slot: usize) {
+        self.map
+            .u32_at(self.journal_off(slot))
+            .store(0, Ordering::Release);
+    }
+
+    /// The record of `unique` (without the resend bit), if any.
+    pub fn journal_find(&self, unique: u64) -> Option<JournalRecord> {
+        let hwm =
+            (self.map.u64_at(H_JOURNAL_HWM).load(Ordering::Acquire) as usize).min(self.cap.journal);
+        (0..hwm).find_map(|slot| {
+            let off = self.journal_off(slot);
+            let state = self.map.u32_at(off).load(Ordering::Acquire);
+            if state == 0 || self.map.u64_at(off + 8).load(Ordering::Relaxed) != unique {
+                return None;
+            }
+            let before = Before::decode(
+                self.map.u32_at(off + 32).load(Ordering::Relaxed),
+                self.map.u64_at(off + 16).load(Ordering::Relaxed),
+            );
+            let done = (state == JOURNAL_DONE).then(|| {
+                let len = (self.map.u32_at(off + 40).load(Ordering::Relaxed) as usize)
+                    .min(MAX_JOURNALED_REPLY);
+                (
+                    self.map.u32_at(off + 36).load(Ordering::Relaxed) as i32,
+                    self.map.read(off + J_BODY, len),
+                )
+            });
+            Some(JournalRecord {
+                slot,
+                opcode: self.map.u32_at(off + 4).load(Ordering::Relaxed),
+                before,
+                done,
+            })
+        })
+    }
+
+    /// Slots in use (after a restore, by requests of a dead server).
+    pub fn journal_used(&self) -> Vec<usize> {
+        let hwm =
+            (self.map.u64_at(H_JOURNAL_HWM).load(Ordering::Acquire) as usize).min(self.cap.journal);
+        (0..hwm)
+            .filter(|&s| self.map.u32_at(self.journal_off(s)).load(Ordering::Acquire) != 0)
+            .collect()
+    }
+}
+
+const JOURNAL_BEGUN: u32 = 1;
+const JOURNAL_DONE: u32 = 2;
+
+/// What a name or file looked like before a non-idempotent request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Before {
+    /// Not looked at (the request is rerun if it comes back unanswered).
+    Unknown,
+    /// The name did not exist.
+    Absent,
+    /// The name was this inode.
+    Present { ino: u64 },
+    /// The file had this size (an append).
+    Size(u64),
+}
+
+impl Before {
+    fn encode(self) -> (u32, u64) {
+        match self {
+            Before::Unknown => (0, 0),
+            Before::Absent => (1, 0),
+            Before::Present { ino } => (2, ino),
+            Before::Size(s) => (3, s),
+        }
+    }
+
+    fn decode(kind: u32, a: u64) -> Before {
+        match kind {
+            1 => Before::Absent,
+            2 => Before::Present { ino: a },
+            3 => Before::Size(a),
+            _ => Before::Unknown,
+        }
+    }
+}
+
+/// A journaled request found again after a crash.
+#[derive(Clone, Debug)]
+pub struct JournalRecord {
+    pub slot: usize,
+    pub opcode: u32,
+    pub before: Before,
+    /// Applied and answered with (errno or 0, body); None: begun only.
+    pub done: Option<(i32, Vec<u8>)>,
 }
 
 /// An open file or directory the kernel holds a handle to.
