@@ -35,7 +35,7 @@ runs=0
 # One line per configuration: label, filesystem, transport, extra mount
 # arguments. io_uring rows run only where the kernel has it switched on.
 configs="stackfs-classic stackfs classic
-stackfs-classic-killed stackfs classic --max-restarts 100000
+stackfs-classic-replaced stackfs classic --max-restarts 100000
 memfs-classic memfs classic
 pathfs-classic pathfs classic
 memfs-classic-async memfs classic --async-api
@@ -72,12 +72,19 @@ while read -r -u 3 label fs transport extra; do
     fi
   done
   killer=
-  if [[ "$label" == *-killed ]]; then
-    # The server is killed (SIGKILL) every ~0.1 s while pjdfstest runs;
-    # the supervisor starts the next one, and no test may notice.
+  if [[ "$label" == *-replaced ]]; then
+    # The server is replaced every ~0.1 s while pjdfstest runs, by
+    # SIGKILL (the supervisor starts the next one) and by `fusebox
+    # upgrade` in turn; no test may notice.
     (
+      n=0
       while mountpoint -q "$dir/mnt"; do
         sleep 0.1
+        n=$((n + 1))
+        if [ $((n % 2)) = 0 ]; then
+          "$BIN" upgrade "$dir/mnt" >/dev/null 2>&1 || true
+          continue
+        fi
         pid=$("$BIN" stats "$dir/mnt" 2>/dev/null | sed -n '1s/.*  pid \([0-9]*\) .*/\1/p')
         [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
       done
@@ -87,10 +94,12 @@ while read -r -u 3 label fs transport extra; do
   (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
   if [ -n "$killer" ]; then
     kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null || true
-    restarts=$("$BIN" stats "$dir/mnt" | sed -n 's/^recovery: server generation [0-9]*, \([0-9]*\) restarts.*/\1/p')
-    echo "$label: the server was replaced ${restarts:-0} times during the run"
-    if [ "${restarts:-0}" -lt 1 ]; then
-      echo "$label: no server was killed: the row tested nothing"
+    line=$("$BIN" stats "$dir/mnt" | grep '^recovery:' || true)
+    generation=$(sed -n 's/^recovery: server generation \([0-9]*\),.*/\1/p' <<< "$line")
+    restarts=$(sed -n 's/.*generation [0-9]*, \([0-9]*\) restarts.*/\1/p' <<< "$line")
+    echo "$label: $((${generation:-1} - 1)) server replacements during the run, ${restarts:-0} of them after SIGKILL"
+    if [ "${restarts:-0}" -lt 1 ] || [ "${generation:-1}" -le $((${restarts:-0} + 1)) ]; then
+      echo "$label: no kill or no upgrade happened: the row tested too little"
       status=1
     fi
   fi

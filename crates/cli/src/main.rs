@@ -31,6 +31,16 @@ enum Command {
         #[arg(long)]
         abort: bool,
     },
+    /// Replace the server of a supervised mount without unmounting: the new
+    /// one (this binary, or --binary) takes over once the old one has
+    /// answered what it holds; if it fails, the old one goes on serving.
+    Upgrade {
+        mountpoint: PathBuf,
+        /// The fusebox binary to serve from now on (default: the one
+        /// serving now).
+        #[arg(long)]
+        binary: Option<PathBuf>,
+    },
     /// Per-request-type counts and latency histograms of a running mount.
     Stats(stats::StatsArgs),
     /// List the FUSE mounts of this machine.
@@ -90,6 +100,21 @@ fn main() -> Result<()> {
                     Ok(())
                 }
             })
+        }
+        Command::Upgrade { mountpoint, binary } => {
+            let mp = std::fs::canonicalize(&mountpoint).unwrap_or(mountpoint.clone());
+            let binary = binary
+                .map(|b| {
+                    std::fs::canonicalize(&b).with_context(|| format!("--binary {}", b.display()))
+                })
+                .transpose()?;
+            match fusebox::recovery::request_upgrade(&mp, binary.as_deref()) {
+                Ok(report) => {
+                    println!("{report}");
+                    Ok(())
+                }
+                Err(e) => anyhow::bail!("upgrading {}: {e}", mp.display()),
+            }
         }
         Command::Stats(args) => stats::run(args),
         Command::Bench(args) => bench::run(args),

@@ -478,8 +478,8 @@ fn supervise(
     let shown = mountpoint.display().to_string();
     supervisor
         .run(
-            || {
-                let mut c = Command::new(&exe);
+            |binary| {
+                let mut c = Command::new(binary.unwrap_or(&exe));
                 // Its stdout would outlive the pipe `fusebox mount` reads
                 // readiness from; it reports to the supervisor instead.
                 c.args(&argv).stdin(Stdio::null()).stdout(Stdio::null());

@@ -121,6 +121,27 @@ fn kill_server(mnt: &Path) -> (u32, u64) {
     }
 }
 
+/// `fusebox upgrade` (to `binary`, if given); returns the new generation.
+fn upgrade_server(mnt: &Path, binary: Option<&Path>) -> u64 {
+    let before = snapshot(mnt).recovery.unwrap().generation;
+    let mut cmd = Command::new(BIN);
+    cmd.arg("upgrade").arg(mnt);
+    if let Some(b) = binary {
+        cmd.arg("--binary").arg(b);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "upgrade failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("upgraded: server generation"), "{text}");
+    let after = snapshot(mnt).recovery.unwrap().generation;
+    assert_eq!(after, before + 1);
+    after
+}
+
 /// Run `f` on its own thread; fail (and let the guards abort the mount)
 /// if it takes longer than `limit`.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -498,17 +519,26 @@ fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result() {
     }
 }
 
-/// Kill the serving process every `every` until `stop`; returns how many.
-fn keep_killing(
+/// Replace the serving process every `every` until `stop`, by SIGKILL and
+/// by `fusebox upgrade` in turn; returns (kills, upgrades).
+fn keep_replacing(
     mnt: PathBuf,
     every: Duration,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<u32> {
+) -> std::thread::JoinHandle<(u32, u32)> {
     std::thread::spawn(move || {
-        let mut kills = 0;
+        let (mut kills, mut upgrades) = (0, 0);
         while !stop.load(Ordering::Acquire) {
             std::thread::sleep(every);
-            if let Some(s) = try_snapshot(&mnt).filter(|s| s.recovery.is_some()) {
+            if (kills + upgrades) % 2 == 1 {
+                let out = Command::new(BIN).arg("upgrade").arg(&mnt).output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                upgrades += 1;
+            } else if let Some(s) = try_snapshot(&mnt).filter(|s| s.recovery.is_some()) {
                 if rustix::process::kill_process(
                     rustix::process::Pid::from_raw(s.pid as i32).unwrap(),
                     rustix::process::Signal::KILL,
@@ -519,19 +549,19 @@ fn keep_killing(
                 }
             }
         }
-        kills
+        (kills, upgrades)
     })
 }
 
 #[test]
-fn fio_verify_passes_while_the_server_is_killed_again_and_again() {
+fn fio_verify_passes_while_the_server_is_killed_and_upgraded_again_and_again() {
     let dir = scratch("fio");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
     let guard = mount_supervised(&src, &mnt, &["--max-restarts", "100000"]);
     let stop = Arc::new(AtomicBool::new(false));
-    let killer = keep_killing(mnt.clone(), Duration::from_millis(150), stop.clone());
+    let replacer = keep_replacing(mnt.clone(), Duration::from_millis(150), stop.clone());
     // Random 4 KiB writes by 4 jobs, then every block read back and its
     // crc32c checked; any I/O error or mismatch fails fio.
     let m = mnt.clone();
@@ -553,17 +583,17 @@ fn fio_verify_passes_while_the_server_is_killed_again_and_again() {
             .expect("fio (scripts/setup.sh installs it)")
     });
     stop.store(true, Ordering::Release);
-    let kills = killer.join().unwrap();
+    let (kills, upgrades) = replacer.join().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && report.contains("err= 0"),
-        "fio failed across {kills} kills:\n{report}\n{}",
+        "fio failed across {kills} kills and {upgrades} upgrades:\n{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let rec = snapshot(&mnt).recovery.unwrap();
     assert!(
-        kills >= 3 && rec.restarts >= 3,
-        "too few replacements to mean anything: {kills} kills, {rec:?}"
+        kills >= 2 && upgrades >= 2 && rec.restarts >= 2,
+        "too few replacements to mean anything: {kills} kills, {upgrades} upgrades, {rec:?}"
     );
     drop(guard);
 }
@@ -578,14 +608,13 @@ impl Drop for Reap {
 }
 
 #[test]
-fn tail_f_and_a_shell_inside_the_mount_live_through_six_crashes() {
+fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_crashes() {
     use std::process::Stdio;
     let dir = scratch("tail");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
-    // Six deaths in a second is past the default crash-loop limit (5).
-    let guard = mount_supervised(&src, &mnt, &["--max-restarts", "10"]);
+    let guard = mount_supervised(&src, &mnt, &[]);
     std::fs::create_dir(mnt.join("work")).unwrap();
     std::fs::write(mnt.join("work/log"), b"line 0\n").unwrap();
     let tail_out = dir.path().join("tail.out");
@@ -609,9 +638,23 @@ fn tail_f_and_a_shell_inside_the_mount_live_through_six_crashes() {
             .spawn()
             .unwrap(),
     );
+    // Another build of the binary to upgrade to (a copy is enough to be
+    // another file the supervisor must start).
+    let next = dir.path().join("fusebox-next");
+    std::fs::copy(BIN, &next).unwrap();
     for round in 1..=6 {
         std::thread::sleep(Duration::from_millis(150));
-        kill_server(&mnt);
+        match round % 3 {
+            0 => {
+                kill_server(&mnt);
+            }
+            1 => {
+                upgrade_server(&mnt, Some(&next));
+            }
+            _ => {
+                upgrade_server(&mnt, None);
+            }
+        }
         let m = mnt.clone();
         within(Duration::from_secs(20), move || {
             let mut f = std::fs::OpenOptions::new()
@@ -622,7 +665,7 @@ fn tail_f_and_a_shell_inside_the_mount_live_through_six_crashes() {
         });
         assert!(
             shell.0.try_wait().unwrap().is_none(),
-            "the shell stopped after crash {round}"
+            "the shell stopped after replacement {round}"
         );
     }
     std::fs::write(mnt.join("work/stop"), b"").unwrap();
@@ -641,6 +684,19 @@ fn tail_f_and_a_shell_inside_the_mount_live_through_six_crashes() {
     }
     drop(tail);
     let rec = snapshot(&mnt).recovery.unwrap();
-    assert_eq!(rec.restarts, 6, "{rec:?}");
+    assert_eq!((rec.generation, rec.restarts), (7, 2), "{rec:?}");
+    // An upgrade to something that is no server fails, says so, and the
+    // server that was serving goes on.
+    let out = Command::new(BIN)
+        .args(["upgrade", "--binary", "/bin/false"])
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the old one goes on serving"), "{err}");
+    let s = snapshot(&mnt);
+    assert_eq!(s.recovery.unwrap().generation, 7);
+    std::fs::metadata(mnt.join("work/log")).unwrap();
     drop(guard);
 }

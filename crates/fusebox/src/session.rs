@@ -19,6 +19,7 @@ use crate::protocol::{
     init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op,
     ParseConfig,
 };
+use crate::recovery::pause::PauseControl;
 use crate::recovery::{Channel, Ledger, RecoveryError, StateFile, ToServer, ToSupervisor};
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::sys::uring::QueueRing;
@@ -81,8 +82,8 @@ pub struct Session<F: Filesystem> {
     stats_server: Option<StatsServer>,
     /// The one way a snapshot is made, shared with the stats socket.
     snapshot: Arc<dyn Fn() -> Snapshot + Send + Sync>,
-    /// Under a supervisor: the channel to it.
-    supervisor: Option<Channel>,
+    /// Under a supervisor (`take_over`).
+    supervised: bool,
 }
 
 /// What a supervisor handed this server (`Session::take_over`).
@@ -157,6 +158,15 @@ impl<F: Filesystem> Session<F> {
         cfg: SessionConfig,
     ) -> Result<Session<F>, Error> {
         let handoff_err = |what: String| Error::Recovery(RecoveryError::Handoff(what));
+        channel
+            .send(
+                &ToSupervisor::Standing {
+                    pid: std::process::id(),
+                },
+                &[],
+            )
+            .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
+        // An upgrade's successor waits here while the old server finishes.
         let (msg, fds) = channel
             .recv::<ToServer>(Some(Duration::from_secs(30)))
             .map_err(|e| handoff_err(format!("no handoff message: {e}")))?;
@@ -164,7 +174,12 @@ impl<F: Filesystem> Session<F> {
             generation,
             mountpoint,
             clones,
-        } = msg;
+        } = msg
+        else {
+            let e = format!("expected the mount, got {msg:?}");
+            let _ = channel.send(&ToSupervisor::Failed { error: e.clone() }, &[]);
+            return Err(handoff_err(e));
+        };
         crate::recovery::failpoint::arm_from_env(generation);
         if fds.len() != clones + 2 {
             return Err(handoff_err(format!(
@@ -375,6 +390,14 @@ impl<F: Filesystem> Session<F> {
             _ => None,
         };
         let mut workers = Vec::with_capacity(classic_n + rings_n);
+        // A supervised server's workers can be paused for an upgrade.
+        let pause = match &supervisor {
+            Some(_) => {
+                crate::sys::install_wake_handler().map_err(Error::Io)?;
+                Some(Arc::new(PauseControl::default()))
+            }
+            None => None,
+        };
         for i in 0..classic_n {
             // A supervised server reads through the supervisor's clones,
             // which outlive it (see `recovery::supervisor`).
@@ -394,6 +417,7 @@ impl<F: Filesystem> Session<F> {
             let live = live_workers.clone();
             let pin = cfg.pin_workers.then_some(i % cpus);
             let policy = cfg.thread_policy;
+            let pause = pause.clone();
             let linger = (transport == TransportKind::Uring).then(|| dev::ForgetLinger {
                 wait: FORGET_LINGER,
                 registered: registered_rings.clone(),
@@ -416,6 +440,7 @@ impl<F: Filesystem> Session<F> {
                         &mut worker,
                         buf_size,
                         linger.as_ref(),
+                        pause.as_deref(),
                     );
                     // The connection is gone: ring threads holding entries
                     // for later answers must stop waiting for them.
@@ -506,7 +531,7 @@ impl<F: Filesystem> Session<F> {
             workers.push(handle);
         }
 
-        let supervisor = match supervisor {
+        let supervised = match supervisor {
             Some((channel, generation, _)) => {
                 channel
                     .send(
@@ -517,9 +542,13 @@ impl<F: Filesystem> Session<F> {
                     )
                     .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
                 tracing::info!(generation, "serving for the supervisor");
-                Some(channel)
+                let pause = pause.expect("made for a supervised session");
+                std::thread::Builder::new()
+                    .name("fusebox-handoff".into())
+                    .spawn(move || obey_supervisor(channel, &pause))?;
+                true
             }
-            None => None,
+            None => false,
         };
         Ok(Session {
             mount,
@@ -530,13 +559,13 @@ impl<F: Filesystem> Session<F> {
             live_workers,
             stats_server,
             snapshot,
-            supervisor,
+            supervised,
         })
     }
 
     /// Whether a supervisor holds this mount (`Session::take_over`).
     pub fn is_supervised(&self) -> bool {
-        self.supervisor.is_some()
+        self.supervised
     }
 
     /// Current per-request-type statistics.
@@ -669,6 +698,44 @@ impl<F: Filesystem> Drop for Session<F> {
         }
         for h in self.workers.drain(..) {
             let _ = h.join();
+        }
+    }
+}
+
+/// A supervised server's side of a planned upgrade (`recovery::supervisor`):
+/// pause the workers and say so, then resume or exit as told. If the
+/// supervisor goes away, serving goes on.
+fn obey_supervisor(channel: Channel, pause: &PauseControl) {
+    loop {
+        match channel.recv::<ToServer>(None) {
+            Ok((ToServer::Quiesce, _)) => {
+                let answer = if pause.pause(Duration::from_secs(10)) {
+                    ToSupervisor::Quiesced
+                } else {
+                    pause.resume();
+                    ToSupervisor::Failed {
+                        error: "workers did not pause within 10 s".into(),
+                    }
+                };
+                let _ = channel.send(&answer, &[]);
+            }
+            Ok((ToServer::Resume, _)) => {
+                tracing::info!("upgrade abandoned; serving again");
+                pause.resume();
+            }
+            Ok((ToServer::Exit, _)) => {
+                tracing::info!("the next server serves; exiting");
+                // Nothing to unmount or flush: the mount is the next
+                // server's, and every request this one read is answered.
+                std::process::exit(0);
+            }
+            Ok((ToServer::Take { .. }, _)) => {
+                tracing::warn!("a second handoff for a serving process; ignored");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the supervisor went away; serving on without it");
+                return;
+            }
         }
     }
 }

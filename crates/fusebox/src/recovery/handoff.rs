@@ -33,15 +33,27 @@ pub enum ToServer {
         mountpoint: PathBuf,
         clones: usize,
     },
+    /// Planned upgrade: finish what you hold, stop reading, answer
+    /// `Quiesced`, then wait for `Resume` or `Exit`.
+    Quiesce,
+    /// The upgrade failed: serve again.
+    Resume,
+    /// The next server serves: exit without unmounting.
+    Exit,
 }
 
 /// Server to supervisor.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToSupervisor {
+    /// Started, filesystem built, waiting for the mount: an upgrade
+    /// pauses the serving process only once its successor is this far.
+    Standing { pid: u32 },
     /// Serving: every request from now on is answered.
     Serving { pid: u32 },
     /// Could not take over; the supervisor decides what next.
     Failed { error: String },
+    /// Paused for an upgrade: no worker reads or holds a request.
+    Quiesced,
 }
 
 pub struct Channel {

@@ -31,6 +31,7 @@ pub mod failpoint;
 pub mod handoff;
 pub mod journal;
 pub mod ledger;
+pub mod pause;
 pub mod state;
 pub mod supervisor;
 
@@ -39,7 +40,9 @@ use std::io;
 pub use handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
 pub use ledger::{Ledger, Restored};
 pub use state::{Capacity, HandleRecord, RecoveryTotals, StateFile};
-pub use supervisor::{Supervisor, SupervisorConfig, SupervisorExit};
+pub use supervisor::{
+    control_socket_for, request_upgrade, Supervisor, SupervisorConfig, SupervisorExit,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {

@@ -10,8 +10,10 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +47,119 @@ impl Default for SupervisorConfig {
             restart_window: Duration::from_secs(30),
             start_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+/// The serving process.
+struct Running {
+    generation: u64,
+    pid: u32,
+    channel: Channel,
+}
+
+enum Event {
+    /// A server process ended.
+    Exited { generation: u64, why: String },
+    /// `fusebox upgrade`: the answer goes back on `reply`.
+    Upgrade {
+        binary: Option<PathBuf>,
+        reply: mpsc::Sender<Result<String, String>>,
+    },
+}
+
+/// Where `fusebox upgrade` finds the supervisor of `mountpoint`.
+pub fn control_socket_for(mountpoint: &Path) -> PathBuf {
+    crate::stats::socket_path_for(mountpoint).with_extension("ctl")
+}
+
+/// A request on the control socket: one JSON line in, one out.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub enum ControlRequest {
+    Upgrade { binary: Option<PathBuf> },
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub enum ControlReply {
+    Done(String),
+    Failed(String),
+}
+
+struct ControlSocket {
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    fn start(mountpoint: &Path, events: mpsc::Sender<Event>) -> std::io::Result<ControlSocket> {
+        use std::io::{BufRead, BufReader, Write};
+        let path = control_socket_for(mountpoint);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        std::thread::Builder::new()
+            .name("fusebox-supervisor-control".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    let mut line = String::new();
+                    if BufReader::new(&conn).read_line(&mut line).is_err() {
+                        continue;
+                    }
+                    let reply = match serde_json::from_str::<ControlRequest>(&line) {
+                        Ok(ControlRequest::Upgrade { binary }) => {
+                            let (tx, rx) = mpsc::channel();
+                            if events.send(Event::Upgrade { binary, reply: tx }).is_err() {
+                                return;
+                            }
+                            match rx.recv() {
+                                Ok(Ok(s)) => ControlReply::Done(s),
+                                Ok(Err(e)) => ControlReply::Failed(e),
+                                Err(_) => ControlReply::Failed("the supervisor is stopping".into()),
+                            }
+                        }
+                        Err(e) => ControlReply::Failed(format!("bad request: {e}")),
+                    };
+                    let mut out = serde_json::to_string(&reply).unwrap_or_default();
+                    out.push('\n');
+                    let _ = conn.write_all(out.as_bytes());
+                }
+            })?;
+        Ok(ControlSocket { path })
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Ask the supervisor of `mountpoint` to upgrade its server.
+pub fn request_upgrade(mountpoint: &Path, binary: Option<&Path>) -> Result<String, String> {
+    use std::io::{BufRead, BufReader, Write};
+    let path = control_socket_for(mountpoint);
+    let mut conn = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+        format!(
+            "no supervisor answers for {} at {} ({e}): is it mounted with recovery on?",
+            mountpoint.display(),
+            path.display()
+        )
+    })?;
+    let req = ControlRequest::Upgrade {
+        binary: binary.map(Path::to_path_buf),
+    };
+    let mut line = serde_json::to_string(&req).map_err(|e| e.to_string())?;
+    line.push('\n');
+    conn.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    BufReader::new(&conn)
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    match serde_json::from_str::<ControlReply>(&answer) {
+        Ok(ControlReply::Done(s)) => Ok(s),
+        Ok(ControlReply::Failed(e)) => Err(e),
+        Err(e) => Err(format!("unreadable answer {answer:?}: {e}")),
     }
 }
 
@@ -111,56 +226,95 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Start servers with `server` (a command line of this or another
-    /// binary; the handoff fd is added to its environment) until the
-    /// mount goes away. `serving` is called once, when the first server
-    /// serves.
+    /// Start servers with `server` (a command line of this binary, or of
+    /// the one an upgrade names; the handoff fd is added to its
+    /// environment) until the mount goes away. `serving` is called once,
+    /// when the first server serves. `fusebox upgrade` requests arrive on
+    /// the control socket (`control_socket_for`).
     pub fn run(
         &self,
-        mut server: impl FnMut() -> Command,
+        mut server: impl FnMut(Option<&Path>) -> Command,
         serving: impl FnOnce(u32),
     ) -> Result<SupervisorExit, RecoveryError> {
+        let (events, inbox) = mpsc::channel::<Event>();
+        let _control = ControlSocket::start(self.mount.mountpoint(), events.clone())
+            .inspect_err(|e| tracing::warn!(error = %e, "control socket unavailable; `fusebox upgrade` will not work"))
+            .ok();
         let mut serving = Some(serving);
         let mut deaths: VecDeque<Instant> = VecDeque::new();
         let mut down_since: Option<Instant> = None;
         let mut generation = self.state.generation();
+        // The binary an upgrade named: restarts after a crash use it too.
+        let mut binary: Option<PathBuf> = None;
         loop {
             generation += 1;
             self.state.set_generation(generation);
-            let started = self.start(generation, &mut server);
-            let (mut child, why) = match started {
-                Ok((mut child, pid)) => {
+            let mut current = match self.start(generation, &mut server, binary.as_deref(), &events)
+            {
+                Ok(c) => {
                     if let Some(t) = down_since.take() {
                         let pause = t.elapsed();
                         self.state.set_last_pause_us(pause.as_micros() as u64);
                         tracing::info!(
                             generation,
-                            pid,
+                            pid = c.pid,
                             pause_ms = pause.as_secs_f64() * 1e3,
                             "server restarted"
                         );
                     }
                     if let Some(f) = serving.take() {
-                        f(pid);
+                        f(c.pid);
                     }
-                    let status = child.wait().map_err(RecoveryError::Io)?;
-                    (None, describe(status))
+                    Some(c)
                 }
-                Err((child, why)) => (child, why),
+                Err(why) => {
+                    if serving.is_some() {
+                        // The first server never served: nothing to
+                        // recover, and the user is still waiting.
+                        return Err(RecoveryError::FirstStart(why));
+                    }
+                    down_since.get_or_insert_with(Instant::now);
+                    None
+                }
             };
-            if let Some(c) = child.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            // Serve events until the current server dies.
+            let why = loop {
+                let Some(c) = current.as_ref() else {
+                    break "did not start".to_string();
+                };
+                match inbox.recv() {
+                    Ok(Event::Exited { generation: g, why }) if g == c.generation => break why,
+                    Ok(Event::Exited { .. }) => {} // a server upgraded away
+                    Ok(Event::Upgrade {
+                        binary: asked,
+                        reply,
+                    }) => {
+                        let to = asked.or_else(|| binary.clone());
+                        let r =
+                            self.upgrade(c, &mut generation, &mut server, to.as_deref(), &events);
+                        let answer = match r {
+                            Ok(next) => {
+                                binary = to;
+                                let report = format!(
+                                    "upgraded: server generation {} (pid {}) serves; pause {:.1} ms",
+                                    next.generation,
+                                    next.pid,
+                                    self.state.totals().last_pause_us as f64 / 1e3
+                                );
+                                current = Some(next);
+                                Ok(report)
+                            }
+                            Err(e) => Err(e),
+                        };
+                        let _ = reply.send(answer);
+                    }
+                    Err(_) => break "supervisor inbox closed".to_string(),
+                }
+            };
             let now = Instant::now();
             down_since.get_or_insert(now);
             if device_gone(self.mount.device().as_fd()) || self.stopping.load(Ordering::Acquire) {
                 return Ok(SupervisorExit::Unmounted);
-            }
-            if serving.is_some() {
-                // The first server never served: nothing to recover, and
-                // the user is still waiting for the mount command.
-                return Err(RecoveryError::FirstStart(why));
             }
             tracing::error!(generation, reason = %why, "server died; starting another");
             deaths.push_back(now);
@@ -184,25 +338,119 @@ impl Supervisor {
         }
     }
 
-    /// Start one server and wait until it serves. On failure, the child
-    /// (if one started) and why.
-    #[allow(clippy::type_complexity)]
-    fn start(
+    /// A planned upgrade: start the next server (of `binary`, if given) and
+    /// let it get ready, pause the current one (its workers finish what they
+    /// hold and stop reading), hand the mount over, retire the old one. If
+    /// the new one fails anywhere, the old one resumes and keeps serving.
+    fn upgrade(
         &self,
-        generation: u64,
-        server: &mut impl FnMut() -> Command,
-    ) -> Result<(Child, u32), (Option<Child>, String)> {
-        let fail = |why: String| (None, why);
-        let (channel, theirs) = Channel::pair().map_err(|e| fail(format!("socketpair: {e}")))?;
+        old: &Running,
+        generation: &mut u64,
+        server: &mut impl FnMut(Option<&Path>) -> Command,
+        binary: Option<&Path>,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<Running, String> {
+        let next_gen = *generation + 1;
+        let (child, channel) = self.spawn(server, binary)?;
+        let new_pid = child.id();
+        let kill_new = || {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(new_pid as i32).expect("a child's pid"),
+                rustix::process::Signal::KILL,
+            );
+        };
+        // The new process parses its arguments and builds its filesystem
+        // now, before anything pauses; it waits for the handoff.
+        Self::watch(child, next_gen, events.clone());
+        if let Err(why) = self.await_standing(&channel) {
+            kill_new();
+            return Err(format!(
+                "the new server did not start: {why}; the old one goes on serving"
+            ));
+        }
+        let began = Instant::now();
+        if let Err(e) = old.channel.send(&ToServer::Quiesce, &[]) {
+            kill_new();
+            return Err(format!("the serving process does not listen: {e}"));
+        }
+        match old
+            .channel
+            .recv::<ToSupervisor>(Some(self.cfg.start_timeout))
+        {
+            Ok((ToSupervisor::Quiesced, _)) => {}
+            other => {
+                kill_new();
+                let _ = old.channel.send(&ToServer::Resume, &[]);
+                return Err(format!("the serving process did not pause: {other:?}"));
+            }
+        }
+        self.state.set_generation(next_gen);
+        match self.hand_over(&channel, next_gen) {
+            Ok(pid) => {
+                let pause = began.elapsed();
+                self.state.set_last_pause_us(pause.as_micros() as u64);
+                let _ = old.channel.send(&ToServer::Exit, &[]);
+                *generation = next_gen;
+                tracing::info!(
+                    generation = next_gen,
+                    pid,
+                    pause_ms = pause.as_secs_f64() * 1e3,
+                    "upgraded"
+                );
+                Ok(Running {
+                    generation: next_gen,
+                    pid,
+                    channel,
+                })
+            }
+            Err(why) => {
+                kill_new();
+                self.state.set_generation(old.generation);
+                let _ = old.channel.send(&ToServer::Resume, &[]);
+                tracing::warn!(reason = %why, "upgrade failed; the old server goes on serving");
+                Err(format!(
+                    "the new server failed, the old one goes on serving: {why}"
+                ))
+            }
+        }
+    }
+
+    /// Start a server process; it waits for the handoff on the channel.
+    fn spawn(
+        &self,
+        server: &mut impl FnMut(Option<&Path>) -> Command,
+        binary: Option<&Path>,
+    ) -> Result<(Child, Channel), String> {
+        let (channel, theirs) = Channel::pair().map_err(|e| format!("socketpair: {e}"))?;
         rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
-            .map_err(|e| fail(format!("handoff fd: {e}")))?;
-        let mut cmd = server();
+            .map_err(|e| format!("handoff fd: {e}"))?;
+        let mut cmd = server(binary);
         cmd.env(HANDOFF_ENV, theirs.as_raw_fd().to_string());
-        let child = cmd
-            .spawn()
-            .map_err(|e| fail(format!("starting the server: {e}")));
+        let child = cmd.spawn().map_err(|e| {
+            format!(
+                "starting {}: {e}",
+                binary.map_or("the server".into(), |b| b.display().to_string())
+            )
+        });
         drop(theirs);
-        let mut child = child?;
+        Ok((child?, channel))
+    }
+
+    /// Wait until a started server is ready for the mount.
+    fn await_standing(&self, channel: &Channel) -> Result<(), String> {
+        match channel.recv::<ToSupervisor>(Some(self.cfg.start_timeout)) {
+            Ok((ToSupervisor::Standing { .. }, _)) => Ok(()),
+            Ok((ToSupervisor::Failed { error }, _)) => Err(error),
+            Ok((other, _)) => Err(format!("unexpected message {other:?}")),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(format!("not ready after {:?}", self.cfg.start_timeout))
+            }
+            Err(e) => Err(format!("it exited first ({e})")),
+        }
+    }
+
+    /// Hand the mount to a started server and wait until it serves.
+    fn hand_over(&self, channel: &Channel, generation: u64) -> Result<u32, String> {
         let mut fds: Vec<BorrowedFd<'_>> = vec![self.mount.device().as_fd()];
         fds.extend(self.clones.iter().map(|c| c.as_fd()));
         fds.push(self.state.fd().as_fd());
@@ -211,26 +459,62 @@ impl Supervisor {
             mountpoint: self.mount.mountpoint().to_path_buf(),
             clones: self.clones.len(),
         };
-        if let Err(e) = channel.send(&take, &fds) {
-            return Err((Some(child), format!("handing over the mount: {e}")));
-        }
+        channel
+            .send(&take, &fds)
+            .map_err(|e| format!("handing over the mount: {e}"))?;
         match channel.recv::<ToSupervisor>(Some(self.cfg.start_timeout)) {
             Ok((ToSupervisor::Serving { pid }, _)) => {
                 self.state.set_server_pid(pid);
-                Ok((child, pid))
+                Ok(pid)
             }
-            Ok((ToSupervisor::Failed { error }, _)) => Err((Some(child), error)),
-            Err(e) => {
-                let why = match child.try_wait() {
-                    Ok(Some(status)) => describe(status),
-                    _ if e.kind() == std::io::ErrorKind::TimedOut => {
-                        format!("not serving after {:?}", self.cfg.start_timeout)
-                    }
-                    _ => format!("handoff channel: {e}"),
+            Ok((ToSupervisor::Failed { error }, _)) => Err(error),
+            Ok((other, _)) => Err(format!("unexpected answer {other:?}")),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(format!("not serving after {:?}", self.cfg.start_timeout))
+            }
+            Err(e) => Err(format!("it went away ({e})")),
+        }
+    }
+
+    /// Report the child's exit as an event, from a thread of its own.
+    fn watch(mut child: Child, generation: u64, events: mpsc::Sender<Event>) {
+        let _ = std::thread::Builder::new()
+            .name("fusebox-supervisor-wait".into())
+            .spawn(move || {
+                let why = match child.wait() {
+                    Ok(status) => describe(status),
+                    Err(e) => format!("wait failed: {e}"),
                 };
-                let _ = child.kill();
-                let _ = child.wait();
-                Err((None, why))
+                let _ = events.send(Event::Exited { generation, why });
+            });
+    }
+
+    /// Start one server and wait until it serves.
+    fn start(
+        &self,
+        generation: u64,
+        server: &mut impl FnMut(Option<&Path>) -> Command,
+        binary: Option<&Path>,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<Running, String> {
+        let (child, channel) = self.spawn(server, binary)?;
+        let pid = child.id();
+        Self::watch(child, generation, events.clone());
+        match self
+            .await_standing(&channel)
+            .and_then(|()| self.hand_over(&channel, generation))
+        {
+            Ok(pid) => Ok(Running {
+                generation,
+                pid,
+                channel,
+            }),
+            Err(why) => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid as i32).expect("a child's pid"),
+                    rustix::process::Signal::KILL,
+                );
+                Err(why)
             }
         }
     }

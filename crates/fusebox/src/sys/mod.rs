@@ -153,3 +153,41 @@ pub fn take_inherited_socket(fd: i32) -> io::Result<OwnedFd> {
     // the variable).
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// The signal that wakes a serving thread out of a blocking read (see
+/// `recovery::pause`). SIGURG: ignored by default, so a stray one sent to
+/// a process without the handler does nothing.
+pub const WAKE_SIGNAL: i32 = libc::SIGURG;
+
+/// Install a handler for [`WAKE_SIGNAL`] that does nothing, without
+/// SA_RESTART: a thread blocked in read(2) of /dev/fuse then returns
+/// EINTR when the signal is sent to it.
+pub fn install_wake_handler() -> io::Result<()> {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); the
+    // handler is an extern "C" fn that touches nothing, so it is
+    // async-signal-safe; the old action is not needed.
+    let rc = unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = nothing as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut act.sa_mask);
+        act.sa_flags = 0;
+        libc::sigaction(WAKE_SIGNAL, &act, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Send [`WAKE_SIGNAL`] to thread `tid` of this process.
+pub fn wake_thread(tid: i32) -> io::Result<()> {
+    // SAFETY: tgkill takes plain integers; a thread that has exited gives
+    // ESRCH, and the thread group is our own, so no other process's thread
+    // is reached even if the id were reused.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, WAKE_SIGNAL) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

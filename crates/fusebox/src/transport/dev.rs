@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::later::{LaterReply, LaterSink};
 use crate::protocol::ReplySink;
+use crate::recovery::pause::PauseControl;
 
 /// One /dev/fuse fd as a reply sink: a reply is one `writev`.
 pub struct DevChannel {
@@ -104,9 +105,17 @@ pub fn run_worker<F: Filesystem>(
     worker: &mut Worker,
     buf_size: usize,
     linger: Option<&ForgetLinger>,
+    pause: Option<&PauseControl>,
 ) -> Result<WorkerExit, Error> {
     let mut buf = vec![0u8; buf_size];
+    if let Some(p) = pause {
+        p.register_current();
+    }
     loop {
+        if let Some(p) = pause {
+            // A planned upgrade parks the worker here, between requests.
+            p.checkpoint();
+        }
         match rustix::io::read(channel.fd.as_fd(), &mut buf[..]) {
             Ok(n) => {
                 dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
