@@ -54,6 +54,7 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
         {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
         }
+        Kind::Replacement { inodes, .. } => make_files(&dataset_dir(backing, w), *inodes, 4096),
         _ => Ok(()),
     }
 }
@@ -63,6 +64,8 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
     let dir = dataset_dir(backing, w);
     match &w.kind {
         Kind::Fio(f) if f.rw.is_read() => Ok(()),
+        // Replacing the server changes no file.
+        Kind::Replacement { .. } => Ok(()),
         Kind::Files(f)
             if f.dataset == FilesDataset::Backing
                 && matches!(
@@ -144,6 +147,15 @@ pub fn populate(w: &Workload, dir: &Path) -> Result<()> {
                 ),
             }
         }
+        // The kernel learns every file (a LOOKUP each), so the server has
+        // that many nodes to hand over.
+        Kind::Replacement { inodes, .. } => {
+            let work = dataset_dir(dir, w);
+            for i in 0..*inodes {
+                fs::metadata(work.join(format!("f{i}")))?;
+            }
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
@@ -171,6 +183,119 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
             files,
             runtime,
         } => crate::personality::run(*personality, *threads, *files, *runtime, &work),
+        Kind::Replacement { how, probe, inodes } => {
+            run_replacement(*how, *probe, *inodes, dir, &work)
+        }
+    }
+}
+
+/// Run `probe` in a loop, replace the server once, and return the longest
+/// gap between two completed probe calls, in microseconds.
+fn run_replacement(
+    how: Replacement,
+    probe: Probe,
+    inodes: u32,
+    mnt: &Path,
+    work: &Path,
+) -> Result<Sample> {
+    let fusebox = std::env::current_exe().context("locating the fusebox binary")?;
+    let stats = |mnt: &Path| -> Option<fusebox::stats::Snapshot> {
+        let out = Command::new(&fusebox)
+            .args(["stats", "--json"])
+            .arg(mnt)
+            .output()
+            .ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    };
+    let before = stats(mnt).context("reading the mount's stats")?;
+    let generation = before
+        .recovery
+        .as_ref()
+        .context("the mount is not supervised (no recovery)")?
+        .generation;
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = {
+        let (stop, work) = (stop.clone(), work.to_path_buf());
+        std::thread::spawn(move || -> Result<(Vec<Instant>, u64)> {
+            let mut done = Vec::with_capacity(1 << 20);
+            let mut n = 0u64;
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(work.join("f0"))?;
+            let mut buf = AlignedPage::new();
+            while !stop.load(Ordering::Acquire) {
+                match probe {
+                    Probe::Stat => {
+                        let p = work.join(format!("f{}", n % inodes as u64));
+                        rustix::fs::statx(
+                            rustix::fs::CWD,
+                            &p,
+                            rustix::fs::AtFlags::STATX_FORCE_SYNC,
+                            rustix::fs::StatxFlags::BASIC_STATS,
+                        )
+                        .with_context(|| format!("statx {}", p.display()))?;
+                    }
+                    Probe::Read4k => {
+                        let page: &mut [u8] = &mut buf.0;
+                        rustix::io::pread(&file, page, 0).context("pread")?;
+                    }
+                }
+                done.push(Instant::now());
+                n += 1;
+            }
+            Ok((done, n))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    match how {
+        Replacement::Upgrade => {
+            let out = Command::new(&fusebox).arg("upgrade").arg(mnt).output()?;
+            if !out.status.success() {
+                bail!("fusebox upgrade: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        Replacement::Crash => {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(before.pid as i32).context("server pid")?,
+                rustix::process::Signal::KILL,
+            )?;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stats(mnt)
+        .and_then(|s| s.recovery)
+        .is_none_or(|r| r.generation <= generation)
+    {
+        if Instant::now() > deadline {
+            bail!("no new server within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Release);
+    let (done, n) = prober
+        .join()
+        .map_err(|_| anyhow::anyhow!("probe thread panicked"))??;
+    let longest = done
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]))
+        .max()
+        .unwrap_or_default();
+    Ok(Sample {
+        value: longest.as_secs_f64() * 1e6,
+        workload_cpu_s: 0.0,
+        ops: Some(n as f64),
+    })
+}
+
+/// One page, aligned for O_DIRECT.
+#[repr(C, align(4096))]
+struct AlignedPage([u8; 4096]);
+
+impl AlignedPage {
+    fn new() -> Box<AlignedPage> {
+        Box::new(AlignedPage([0; 4096]))
     }
 }
 

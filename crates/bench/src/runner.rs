@@ -441,6 +441,27 @@ fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
 /// are cached for an hour and atime is off: otherwise the kernel checks
 /// the file's size (a GETATTR, 5 ms here) before reads now and then, and
 /// the libaio job's io_submit waits for it.
+/// Supervised stackfs (the default for `fusebox mount stackfs`); over
+/// io_uring a server cannot be replaced on this kernel (DESIGN.md,
+/// "Recovery"), which the report shows as the row's reason.
+fn recovery_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
+    vec![
+        fusebox_subject(
+            &o.fusebox_bin,
+            "recovery-classic",
+            "fusebox stackfs under its supervisor, classic /dev/fuse",
+            "stackfs",
+            &["--transport", "classic", "--max-restarts", "1000000"],
+            true,
+        ),
+        Box::new(crate::subject::Unavailable {
+            name: "recovery-uring".into(),
+            description: "fusebox stackfs under its supervisor, io_uring".into(),
+            reason: "not recoverable on Linux 6.18: a request held in a dead server's ring entry is never resent (FUSE_NOTIFY_RESEND walks /dev/fuse fds only), so `fusebox mount --transport uring` serves without a supervisor".into(),
+        }),
+    ]
+}
+
 fn later_subjects(o: &BenchOptions, latency_ms: u32) -> Vec<Box<dyn Subject>> {
     let b = &o.fusebox_bin;
     let latency = format!("{latency_ms}ms");
@@ -635,6 +656,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Peer => peer_subjects(o, PEER_SUBJECTS),
             Target::PeerNoCache => peer_subjects(o, PEER_NOCACHE_SUBJECTS),
             Target::Later { latency_ms } => later_subjects(o, *latency_ms),
+            Target::Recovery => recovery_subjects(o),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects

@@ -194,6 +194,30 @@ pub trait Subject: Send {
     }
 }
 
+/// A subject that cannot run here, and why (shown in the report).
+pub struct Unavailable {
+    pub name: String,
+    pub description: String,
+    pub reason: String,
+}
+
+impl Subject for Unavailable {
+    fn info(&self) -> SubjectInfo {
+        SubjectInfo {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            is_fusebox: true,
+            ..Default::default()
+        }
+    }
+    fn prepare(&mut self, _: &Path) -> Result<()> {
+        anyhow::bail!("{}", self.reason)
+    }
+    fn mount(&self, _: &Path, _: &Path) -> Result<Mounted> {
+        anyhow::bail!("{}", self.reason)
+    }
+}
+
 /// The backing directory itself.
 pub struct Native;
 

@@ -28,6 +28,9 @@ pub enum Target {
     /// timingfs with a latency on every request, waited out by blocking,
     /// by a reply token or by the async API, per transport.
     Later { latency_ms: u32 },
+    /// Supervised stackfs over the backing directory, whose server is
+    /// replaced while a probe runs.
+    Recovery,
 }
 
 impl Target {
@@ -36,7 +39,7 @@ impl Target {
     pub fn uses_backing(&self) -> bool {
         matches!(
             self,
-            Target::Backing | Target::Knobs | Target::Peer | Target::PeerNoCache
+            Target::Backing | Target::Knobs | Target::Peer | Target::PeerNoCache | Target::Recovery
         )
     }
 }
@@ -177,6 +180,30 @@ pub enum Kind {
         files: u32,
         runtime: Duration,
     },
+    /// The longest a probe waits while the server is replaced once, with
+    /// `inodes` files known to the kernel (looked up through the mount).
+    Replacement {
+        how: Replacement,
+        probe: Probe,
+        inodes: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Replacement {
+    /// SIGKILL of the serving process; the supervisor starts the next.
+    Crash,
+    /// `fusebox upgrade`.
+    Upgrade,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Probe {
+    /// statx with AT_STATX_FORCE_SYNC, round robin over the files: every
+    /// call is a GETATTR, whatever the attribute cache holds.
+    Stat,
+    /// 4 KiB O_DIRECT preads of one file: every call is a READ.
+    Read4k,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -193,7 +220,7 @@ pub struct Workload {
 impl Workload {
     pub fn unit(&self) -> &'static str {
         match self.kind {
-            Kind::Latency { .. } => "us",
+            Kind::Latency { .. } | Kind::Replacement { .. } => "us",
             _ => "ops/s",
         }
     }
@@ -203,7 +230,7 @@ impl Workload {
             Kind::Fio(f) => Some(f.threads),
             Kind::Files(f) => Some(f.threads),
             Kind::FxMark { threads, .. } | Kind::Macro { threads, .. } => Some(*threads),
-            Kind::Latency { .. } => None,
+            Kind::Latency { .. } | Kind::Replacement { .. } => None,
         }
     }
 }
@@ -500,7 +527,8 @@ pub struct Suite {
 }
 
 pub const SUITES: &[&str] = &[
-    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later", "all",
+    "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later",
+    "recovery", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -516,6 +544,9 @@ pub fn suite(name: &str) -> Option<Suite> {
         "knobs" => (knobs(), 3, 5),
         "peer" => (peer(), 3, 1),
         "later" => (later(), 3, 1),
+        // Each repetition replaces the server once: 7 give a median and a
+        // max worth quoting.
+        "recovery" => (recovery(), 7, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -645,6 +676,40 @@ fn later() -> Vec<Workload> {
             let mut wl = fio("later", format!("later/{label}-{n}"), desc, f);
             wl.target = Target::Later { latency_ms: 5 };
             w.push(wl);
+        }
+    }
+    w
+}
+
+/// The pause applications see while the server is replaced (crash or
+/// upgrade), by a stat loop and a 4 KiB reader, with 10 and 100,000 inodes
+/// known to the kernel.
+fn recovery() -> Vec<Workload> {
+    let mut w = vec![];
+    for (how, how_name) in [
+        (Replacement::Upgrade, "upgrade"),
+        (Replacement::Crash, "crash"),
+    ] {
+        for (probe, probe_name, probe_desc) in [
+            (Probe::Stat, "stat", "a statx loop (forced GETATTR)"),
+            (Probe::Read4k, "read4k", "a 4 KiB O_DIRECT pread loop"),
+        ] {
+            for inodes in [10u32, 100_000] {
+                let what = match how {
+                    Replacement::Upgrade => "`fusebox upgrade`",
+                    Replacement::Crash => "SIGKILL of the server (the supervisor starts the next)",
+                };
+                w.push(Workload {
+                    name: format!("recovery/{how_name}-{probe_name}-{inodes}"),
+                    group: "recovery",
+                    description: format!(
+                        "longest wait of {probe_desc} while the server is replaced by {what}; {inodes} inodes known to the kernel"
+                    ),
+                    target: Target::Recovery,
+                    kind: Kind::Replacement { how, probe, inodes },
+                    drop_caches: false,
+                });
+            }
         }
     }
     w

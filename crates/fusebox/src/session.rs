@@ -791,6 +791,7 @@ fn recover<F: Filesystem>(
             "this server asks for other INIT flags than the mount negotiated; the negotiated ones stay"
         );
     }
+    let began = std::time::Instant::now();
     let restored = ledger.restore();
     let (mut nodes_failed, mut handles_failed) = (0usize, 0usize);
     for (node, key, nlookup) in &restored.nodes {
@@ -811,6 +812,7 @@ fn recover<F: Filesystem>(
         nodes_failed,
         handles = restored.handles.len(),
         handles_failed,
+        restore_ms = began.elapsed().as_secs_f64() * 1e3,
         "restored"
     );
     resend()?;
