@@ -836,12 +836,15 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     let cpu0 = mounted.daemon_cpu_seconds();
     let switches0 = mounted.daemon_ctx_switches();
     let sample = engine::run(w, &mounted.dir);
+    // A replaced server takes its CPU time and switches with it: no cost
+    // per operation for those workloads.
+    let replaced = matches!(w.kind, workload::Kind::Replacement { .. });
     let daemon_cpu = match (cpu0, mounted.daemon_cpu_seconds()) {
-        (Some(a), Some(b)) => Some(b - a),
+        (Some(a), Some(b)) if !replaced => Some(b - a),
         _ => None,
     };
     let daemon_ctx_switches = match (switches0, mounted.daemon_ctx_switches()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64),
+        (Some(a), Some(b)) if !replaced => Some(b.saturating_sub(a) as f64),
         _ => None,
     };
     let stats = match (fetch_stats(), stats0) {
