@@ -309,12 +309,40 @@ mod tests {
     }
 
     #[test]
-    fn context_switches_of_this_process_grow_when_it_sleeps() {
-        let before = process_ctx_switches(std::process::id()).unwrap();
-        for _ in 0..5 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let after = process_ctx_switches(std::process::id()).unwrap();
-        assert!(after >= before + 5, "{before} -> {after}");
+    fn context_switches_of_a_process_grow_when_it_sleeps() {
+        // Another process, single-threaded: this test process's threads
+        // (other tests') come and go, and exited threads are not counted.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "read _ ; for i in 1 2 3 4 5 6 7 8; do sleep 0.01; done; read _",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = process_ctx_switches(child.id()).unwrap();
+        use std::io::Write;
+        stdin.write_all(b"go\n").unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let after = process_ctx_switches(child.id()).unwrap();
+        stdin.write_all(b"done\n").unwrap();
+        child.wait().unwrap();
+        // Waiting for each sleep is a voluntary switch at least.
+        assert!(after >= before + 8, "{before} -> {after}");
+    }
+
+    #[test]
+    fn a_process_tree_holds_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let tree = process_tree(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree[0], std::process::id());
+        assert!(tree.contains(&child.id()), "{tree:?}");
     }
 }

@@ -119,7 +119,7 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
         "total {} requests{}; flags: {}\n",
         snap.total_requests(),
         if snap.recovery.is_some() {
-            " (this server generation)"
+            " (every server generation; a crash may lose its last second)"
         } else {
             ""
         },

@@ -700,3 +700,30 @@ fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_cra
     std::fs::metadata(mnt.join("work/log")).unwrap();
     drop(guard);
 }
+
+#[test]
+fn statistics_carry_over_to_the_next_server() {
+    let dir = scratch("stats");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let guard = mount_supervised(&src, &mnt, &[]);
+    let creates = |from: u32, to: u32| {
+        for i in from..to {
+            std::fs::write(mnt.join(format!("f{i}")), b"x").unwrap();
+        }
+    };
+    creates(0, 20);
+    upgrade_server(&mnt, None);
+    creates(20, 30);
+    upgrade_server(&mnt, None);
+    // An upgrade pauses the server with every request counted.
+    let s = snapshot(&mnt);
+    assert_eq!(
+        s.op("CREATE").map(|o| o.count),
+        Some(30),
+        "{:?}",
+        s.op("CREATE")
+    );
+    drop(guard);
+}

@@ -110,6 +110,7 @@ fn snapshot_fn(
     inflight: Arc<InFlight>,
     negotiated: Arc<OnceLock<Negotiated>>,
     state: Option<Arc<StateFile>>,
+    base: Vec<stats::OpSnapshot>,
 ) -> impl Fn() -> Snapshot + Send + Sync + 'static {
     let mountpoint = std::fs::canonicalize(mountpoint)
         .unwrap_or_else(|_| mountpoint.to_path_buf())
@@ -127,7 +128,11 @@ fn snapshot_fn(
             proto_minor: n.map_or(0, |n| n.proto_minor),
             flags: n.map(|n| n.flags.clone()).unwrap_or_default(),
             uptime_ms: started.elapsed().as_millis() as u64,
-            ops: stats::collect(&stats),
+            ops: {
+                let mut ops = stats::collect(&stats);
+                stats::add_ops(&mut ops, &base);
+                ops
+            },
             later: inflight.totals(),
             recovery: state.as_ref().map(|s| s.totals()),
         }
@@ -305,6 +310,12 @@ impl<F: Filesystem> Session<F> {
             inflight.clone(),
             negotiated.clone(),
             handoff.as_ref().map(|h| h.state.clone()),
+            // What earlier generations served, carried in the state file.
+            handoff
+                .as_ref()
+                .and_then(|h| h.state.stats())
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default(),
         ));
         let stats_server = if cfg.stats_socket {
             let snap = snapshot.clone();
@@ -531,6 +542,7 @@ impl<F: Filesystem> Session<F> {
             workers.push(handle);
         }
 
+        let state_file = supervisor.as_ref().map(|(_, _, s)| s.clone());
         let supervised = match supervisor {
             Some((channel, generation, _)) => {
                 channel
@@ -543,9 +555,22 @@ impl<F: Filesystem> Session<F> {
                     .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
                 tracing::info!(generation, "serving for the supervisor");
                 let pause = pause.expect("made for a supervised session");
+                let carry = Arc::new(StatsCarry {
+                    snapshot: Arc::downgrade(&snapshot),
+                    state: state_file.expect("made for a supervised session"),
+                    turn: std::sync::Mutex::new(()),
+                });
+                let c = carry.clone();
+                std::thread::Builder::new()
+                    .name("fusebox-stats-carry".into())
+                    .spawn(move || {
+                        while c.carry() {
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                    })?;
                 std::thread::Builder::new()
                     .name("fusebox-handoff".into())
-                    .spawn(move || obey_supervisor(channel, &pause))?;
+                    .spawn(move || obey_supervisor(channel, &pause, &carry))?;
                 true
             }
             None => false,
@@ -702,14 +727,40 @@ impl<F: Filesystem> Drop for Session<F> {
     }
 }
 
+/// Per-request statistics kept in the state file, once a second and when
+/// an upgrade pauses the server, so the next generation goes on counting
+/// from them (a crash loses at most the last second).
+struct StatsCarry {
+    snapshot: std::sync::Weak<dyn Fn() -> Snapshot + Send + Sync>,
+    state: Arc<StateFile>,
+    turn: std::sync::Mutex<()>,
+}
+
+impl StatsCarry {
+    /// False once the session is gone.
+    fn carry(&self) -> bool {
+        let Some(snapshot) = self.snapshot.upgrade() else {
+            return false;
+        };
+        let ops = snapshot().ops;
+        if let Ok(bytes) = serde_json::to_vec(&ops) {
+            let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+            self.state.set_stats(&bytes);
+        }
+        true
+    }
+}
+
 /// A supervised server's side of a planned upgrade (`recovery::supervisor`):
 /// pause the workers and say so, then resume or exit as told. If the
 /// supervisor goes away, serving goes on.
-fn obey_supervisor(channel: Channel, pause: &PauseControl) {
+fn obey_supervisor(channel: Channel, pause: &PauseControl, carry: &StatsCarry) {
     loop {
         match channel.recv::<ToServer>(None) {
             Ok((ToServer::Quiesce, _)) => {
                 let answer = if pause.pause(Duration::from_secs(10)) {
+                    // Every request this server will serve is counted.
+                    carry.carry();
                     ToSupervisor::Quiesced
                 } else {
                     pause.resume();

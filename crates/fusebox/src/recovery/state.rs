@@ -55,6 +55,12 @@ const H_NODE_HWM: usize = 80;
 const H_HANDLE_HWM: usize = 88;
 const H_JOURNAL: usize = 96;
 const H_JOURNAL_HWM: usize = 104;
+/// Which of the two statistics halves holds the latest copy, and lengths.
+const H_STATS_WHICH: usize = 112;
+const H_STATS_LEN: usize = 116; // two u32s
+/// Per-request statistics carried to the next generation: two halves,
+/// written in turn, so a crash mid-write leaves the previous copy.
+const STATS_HALF: usize = 64 << 10;
 const H_CONN: usize = 1024;
 const CONN_MAX: usize = 1024;
 const H_STATUS: usize = 2048;
@@ -137,7 +143,41 @@ impl StateFile {
     }
 
     fn len(cap: Capacity) -> usize {
+        Self::stats_off(cap) + 2 * STATS_HALF
+    }
+
+    fn stats_off(cap: Capacity) -> usize {
         HEADER + cap.nodes * NODE_SLOT + cap.handles * HANDLE_SLOT + cap.journal * JOURNAL_SLOT
+    }
+
+    /// Keep `bytes` (serialized statistics) for the next generation.
+    pub fn set_stats(&self, bytes: &[u8]) {
+        if bytes.len() > STATS_HALF {
+            tracing::debug!(len = bytes.len(), "statistics too large to carry over");
+            return;
+        }
+        let next = 1 - self.map.u32_at(H_STATS_WHICH).load(Ordering::Acquire) as usize % 2;
+        self.map
+            .write(Self::stats_off(self.cap) + next * STATS_HALF, bytes);
+        self.map
+            .u32_at(H_STATS_LEN + 4 * next)
+            .store(bytes.len() as u32, Ordering::Release);
+        self.map
+            .u32_at(H_STATS_WHICH)
+            .store(next as u32, Ordering::Release);
+    }
+
+    /// What the last generation kept, if anything.
+    pub fn stats(&self) -> Option<Vec<u8>> {
+        let which = self.map.u32_at(H_STATS_WHICH).load(Ordering::Acquire) as usize % 2;
+        let len = self
+            .map
+            .u32_at(H_STATS_LEN + 4 * which)
+            .load(Ordering::Acquire) as usize;
+        (len > 0 && len <= STATS_HALF).then(|| {
+            self.map
+                .read(Self::stats_off(self.cap) + which * STATS_HALF, len)
+        })
     }
 
     pub fn fd(&self) -> &OwnedFd {

@@ -219,6 +219,28 @@ impl WorkerStats {
 }
 
 /// Sum the workers' tables into per-type totals (types never seen are left out).
+/// Add `base` (what earlier server generations of a supervised mount
+/// served) into `ops`, keeping them in opcode order.
+pub fn add_ops(ops: &mut Vec<OpSnapshot>, base: &[OpSnapshot]) {
+    for b in base {
+        match ops.iter_mut().find(|o| o.opcode == b.opcode) {
+            Some(o) => {
+                o.count += b.count;
+                o.errors += b.errors;
+                o.total_ns += b.total_ns;
+                if o.bins.len() < b.bins.len() {
+                    o.bins.resize(b.bins.len(), 0);
+                }
+                for (x, y) in o.bins.iter_mut().zip(&b.bins) {
+                    *x += y;
+                }
+            }
+            None => ops.push(b.clone()),
+        }
+    }
+    ops.sort_by_key(|o| o.opcode);
+}
+
 pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
     let mut out = Vec::new();
     for idx in 0..Opcode::TABLE_LEN {
