@@ -26,6 +26,7 @@ use crate::sys::uring::QueueRing;
 use crate::thread_policy;
 use crate::transport::dev::{self, DevChannel, WorkerExit};
 use crate::transport::{uring, TransportKind, UringConfig};
+use crate::types::NodeId;
 use std::os::fd::OwnedFd;
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
@@ -93,6 +94,9 @@ struct Handoff {
     device: OwnedFd,
     clones: Vec<OwnedFd>,
     state: Arc<StateFile>,
+    /// An upgrade's nodes, restored before the previous server paused:
+    /// the ledger and the change sequence they were read at.
+    prepared: Option<(Arc<Ledger>, u64)>,
 }
 
 /// What INIT settled, for snapshots taken once it is known.
@@ -147,7 +151,7 @@ impl<F: Filesystem> Session<F> {
         opts: &Options,
         cfg: SessionConfig,
     ) -> Result<Session<F>, Error> {
-        Self::start(fs, mountpoint, opts, cfg, None)
+        Self::start(Arc::new(fs), mountpoint, opts, cfg, None)
     }
 
     /// Serve a mount a supervisor holds (`recovery`): take the device, one
@@ -171,10 +175,53 @@ impl<F: Filesystem> Session<F> {
                 &[],
             )
             .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
-        // An upgrade's successor waits here while the old server finishes.
-        let (msg, fds) = channel
-            .recv::<ToServer>(Some(Duration::from_secs(30)))
-            .map_err(|e| handoff_err(format!("no handoff message: {e}")))?;
+        let fs = Arc::new(fs);
+        // An upgrade's successor restores the nodes while the old server
+        // still serves (`Prepare`), then waits here for the mount.
+        let mut prepared = None;
+        let (msg, fds) = loop {
+            let (msg, fds) = channel
+                .recv::<ToServer>(Some(Duration::from_secs(60)))
+                .map_err(|e| handoff_err(format!("no handoff message: {e}")))?;
+            if !matches!(msg, ToServer::Prepare) {
+                break (msg, fds);
+            }
+            let ledger = fds
+                .into_iter()
+                .next()
+                .ok_or_else(|| handoff_err("Prepare without the state file".into()))
+                .and_then(|fd| StateFile::open(fd).map_err(|e| RecoveryError::State(e).into()))
+                .map(|state| ledger_for(&fs, Arc::new(state)));
+            match ledger {
+                Ok(ledger) => {
+                    let began = std::time::Instant::now();
+                    // Read before the scan: a slot changed after it is
+                    // caught up on after the pause.
+                    let seen = ledger.state().node_seq();
+                    let nodes = ledger.restore_nodes();
+                    let failed = restore_nodes(&*fs, &nodes);
+                    tracing::info!(
+                        nodes = nodes.len(),
+                        failed,
+                        ms = began.elapsed().as_secs_f64() * 1e3,
+                        "nodes restored ahead of the upgrade"
+                    );
+                    prepared = Some((ledger, seen));
+                    channel
+                        .send(&ToSupervisor::Prepared, &[])
+                        .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
+                }
+                Err(e) => {
+                    let _ = channel.send(
+                        &ToSupervisor::Failed {
+                            error: e.to_string(),
+                        },
+                        &[],
+                    );
+                    return Err(e);
+                }
+            }
+        };
         let ToServer::Take {
             generation,
             mountpoint,
@@ -216,12 +263,13 @@ impl<F: Filesystem> Session<F> {
             device,
             clones: clone_fds,
             state,
+            prepared,
         };
         Self::start(fs, &mountpoint, opts, cfg, Some(handoff))
     }
 
     fn start(
-        fs: F,
+        fs: Arc<F>,
         mountpoint: &Path,
         opts: &Options,
         cfg: SessionConfig,
@@ -248,7 +296,7 @@ impl<F: Filesystem> Session<F> {
     }
 
     fn start_inner(
-        fs: F,
+        fs: Arc<F>,
         mountpoint: &Path,
         opts: &Options,
         cfg: SessionConfig,
@@ -327,21 +375,34 @@ impl<F: Filesystem> Session<F> {
         } else {
             None
         };
-        let (mount, mut clone_fds, supervisor) = match handoff {
+        let (mount, mut clone_fds, supervisor, prepared) = match handoff {
             Some(h) => (
                 Arc::new(Mount::adopt(mountpoint, h.device)),
                 Some(h.clones),
                 Some((h.channel, h.generation, h.state)),
+                h.prepared,
             ),
-            None => (Arc::new(Mount::new(mountpoint, &opts.mount)?), None, None),
+            None => (
+                Arc::new(Mount::new(mountpoint, &opts.mount)?),
+                None,
+                None,
+                None,
+            ),
         };
-        let fs = Arc::new(fs);
         let notifier = Notifier::for_device(Arc::new(DevChannel::new(mount.device().try_clone()?)));
         let mut ledger = None;
         let conn = match &supervisor {
             None => handshake(&mount, &*fs, &init_cfg, &notifier)?,
             Some((_, generation, state)) => {
-                let (conn, l) = recover(&mount, &fs, &init_cfg, &notifier, *generation, state)?;
+                let (conn, l) = recover(
+                    &mount,
+                    &fs,
+                    &init_cfg,
+                    &notifier,
+                    *generation,
+                    state,
+                    prepared,
+                )?;
                 ledger = Some(l);
                 conn
             }
@@ -780,7 +841,7 @@ fn obey_supervisor(channel: Channel, pause: &PauseControl, carry: &StatsCarry) {
                 // server's, and every request this one read is answered.
                 std::process::exit(0);
             }
-            Ok((ToServer::Take { .. }, _)) => {
+            Ok((ToServer::Take { .. } | ToServer::Prepare, _)) => {
                 tracing::warn!("a second handoff for a serving process; ignored");
             }
             Err(e) => {
@@ -803,6 +864,7 @@ fn recover<F: Filesystem>(
     notifier: &Notifier,
     generation: u64,
     state: &Arc<StateFile>,
+    prepared: Option<(Arc<Ledger>, u64)>,
 ) -> Result<(Connection, Arc<Ledger>), Error> {
     let resend = || {
         notifier.resend().map_err(|e| {
@@ -811,10 +873,10 @@ fn recover<F: Filesystem>(
             ))
         })
     };
-    let weak = Arc::downgrade(fs);
-    let ledger = Arc::new(Ledger::new(state.clone(), move |node| {
-        weak.upgrade().and_then(|fs| fs.node_key(node))
-    }));
+    let (ledger, seen) = match prepared {
+        Some((l, seen)) => (l, Some(seen)),
+        None => (ledger_for(fs, state.clone()), None),
+    };
     let Some(saved) = state.connection() else {
         if generation > 1 {
             // The INIT the previous server read comes back.
@@ -843,15 +905,23 @@ fn recover<F: Filesystem>(
         );
     }
     let began = std::time::Instant::now();
-    let restored = ledger.restore();
-    let (mut nodes_failed, mut handles_failed) = (0usize, 0usize);
-    for (node, key, nlookup) in &restored.nodes {
-        if let Err(e) = fs.restore_node(*node, key, *nlookup) {
-            nodes_failed += 1;
-            tracing::debug!(node = node.0, error = %e, "node not restored");
+    let (nodes, nodes_failed) = match seen {
+        // Restored ahead: only what the previous server changed since.
+        Some(seen) => {
+            let c = ledger.catch_up(seen);
+            for node in &c.gone {
+                fs.forget(*node, u64::MAX);
+            }
+            (c.gone.len() + c.now.len(), restore_nodes(&**fs, &c.now))
         }
-    }
-    for h in &restored.handles {
+        None => {
+            let nodes = ledger.restore_nodes();
+            (nodes.len(), restore_nodes(&**fs, &nodes))
+        }
+    };
+    let handles = ledger.restore_handles();
+    let mut handles_failed = 0usize;
+    for h in &handles {
         if let Err(e) = fs.restore_handle(h) {
             handles_failed += 1;
             tracing::debug!(fh = h.fh, node = h.node, error = %e, "handle not restored");
@@ -859,15 +929,36 @@ fn recover<F: Filesystem>(
     }
     tracing::info!(
         generation,
-        nodes = restored.nodes.len(),
+        nodes,
         nodes_failed,
-        handles = restored.handles.len(),
+        caught_up = seen.is_some(),
+        handles = handles.len(),
         handles_failed,
         restore_ms = began.elapsed().as_secs_f64() * 1e3,
         "restored"
     );
     resend()?;
     Ok((conn, ledger))
+}
+
+/// The ledger of a supervised session, asking `fs` for node keys.
+fn ledger_for<F: Filesystem>(fs: &Arc<F>, state: Arc<StateFile>) -> Arc<Ledger> {
+    let weak = Arc::downgrade(fs);
+    Arc::new(Ledger::new(state, move |node| {
+        weak.upgrade().and_then(|fs| fs.node_key(node))
+    }))
+}
+
+/// Hand `nodes` to the filesystem; returns how many it could not take.
+fn restore_nodes<F: Filesystem>(fs: &F, nodes: &[(NodeId, Vec<u8>, u64)]) -> usize {
+    let mut failed = 0;
+    for (node, key, nlookup) in nodes {
+        if let Err(e) = fs.restore_node(*node, key, *nlookup) {
+            failed += 1;
+            tracing::debug!(node = node.0, error = %e, "node not restored");
+        }
+    }
+    failed
 }
 
 /// Read INIT from the device and answer it, retrying once if the kernel

@@ -33,6 +33,10 @@ pub enum ToServer {
         mountpoint: PathBuf,
         clones: usize,
     },
+    /// Planned upgrade, before the serving process pauses: the state file
+    /// comes with it; restore the nodes from it now, answer `Prepared`,
+    /// and wait for `Take`.
+    Prepare,
     /// Planned upgrade: finish what you hold, stop reading, answer
     /// `Quiesced`, then wait for `Resume` or `Exit`.
     Quiesce,
@@ -54,6 +58,8 @@ pub enum ToSupervisor {
     Failed { error: String },
     /// Paused for an upgrade: no worker reads or holds a request.
     Quiesced,
+    /// The nodes are restored ahead of an upgrade.
+    Prepared,
 }
 
 pub struct Channel {

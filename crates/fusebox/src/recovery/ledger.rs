@@ -79,6 +79,17 @@ pub struct Ledger {
     handle_slots: Slots,
     pub(crate) journal_slots: Slots,
     full_warned: AtomicBool,
+    /// Slot -> node id as restored (for `catch_up`).
+    by_slot: Mutex<Vec<u64>>,
+}
+
+/// What `catch_up` found changed.
+#[derive(Default)]
+pub struct Catchup {
+    /// Nodes the kernel no longer holds.
+    pub gone: Vec<NodeId>,
+    /// Nodes new or with another count: (id, key, nlookup).
+    pub now: Vec<(NodeId, Vec<u8>, u64)>,
 }
 
 /// What a restore finds: the nodes the kernel still holds and the handles
@@ -105,6 +116,7 @@ impl Ledger {
             handle_slots: Slots::new(cap.handles),
             journal_slots: Slots::new(cap.journal),
             full_warned: AtomicBool::new(false),
+            by_slot: Mutex::new(Vec::new()),
         }
     }
 
@@ -197,13 +209,72 @@ impl Ledger {
 
     /// Read what an earlier generation recorded and take it over.
     pub fn restore(&self) -> Restored {
+        let nodes = self.restore_nodes();
+        Restored {
+            nodes,
+            handles: self.restore_handles(),
+        }
+    }
+
+    /// The nodes part of `restore`; may run while the previous server
+    /// still serves (an upgrade), `catch_up` then brings it up to date.
+    pub fn restore_nodes(&self) -> Vec<(NodeId, Vec<u8>, u64)> {
         let nodes = self.state.nodes();
-        let handles = self.state.handles();
         let used: Vec<usize> = nodes.iter().map(|n| n.0).collect();
         self.node_slots.rebuild(&used);
+        let mut by_slot = self.by_slot.lock().unwrap_or_else(PoisonError::into_inner);
+        by_slot.clear();
         for (slot, id, _, _) in &nodes {
             self.nodes.insert(*id, *slot);
+            if by_slot.len() <= *slot {
+                by_slot.resize(slot + 1, 0);
+            }
+            by_slot[*slot] = *id;
         }
+        nodes
+            .into_iter()
+            .map(|(_, id, key, n)| (NodeId(id), key, n))
+            .collect()
+    }
+
+    /// After `restore_nodes` from a state the previous server went on
+    /// changing: the slots changed since the sequence was `seen`, applied
+    /// to the ledger, as what the filesystem must drop and (re)restore.
+    pub fn catch_up(&self, seen: u64) -> Catchup {
+        let changed = self.state.node_changes_since(seen);
+        let mut by_slot = self.by_slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Catchup::default();
+        for (slot, id, key, n) in changed {
+            if by_slot.len() <= slot {
+                by_slot.resize(slot + 1, 0);
+            }
+            let was = by_slot[slot];
+            if was != 0 && was != id {
+                // Only if no other slot took it over meanwhile.
+                if self.nodes.remove_if(&was, |_, s| *s == slot).is_some() {
+                    out.gone.push(NodeId(was));
+                }
+            }
+            by_slot[slot] = id;
+            if id != 0 {
+                self.nodes.insert(id, slot);
+                out.now.push((NodeId(id), key, n));
+            }
+        }
+        let used: Vec<usize> = by_slot
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| **id != 0)
+            .map(|(s, _)| s)
+            .collect();
+        self.node_slots.rebuild(&used);
+        out
+    }
+
+    /// The handles and journal part of `restore` (after the previous
+    /// server stopped).
+    pub fn restore_handles(&self) -> Vec<HandleRecord> {
+        let handles = self.state.handles();
         let used: Vec<usize> = handles.iter().map(|h| h.0).collect();
         self.handle_slots.rebuild(&used);
         for (slot, h) in &handles {
@@ -212,13 +283,7 @@ impl Ledger {
         // Journal records of the dead server stay until their requests come
         // back and are answered from them.
         self.journal_slots.rebuild(&self.state.journal_used());
-        Restored {
-            nodes: nodes
-                .into_iter()
-                .map(|(_, id, key, n)| (NodeId(id), key, n))
-                .collect(),
-            handles: handles.into_iter().map(|(_, h)| h).collect(),
-        }
+        handles.into_iter().map(|(_, h)| h).collect()
     }
 
     /// The open(2) flags a recorded handle was opened with.

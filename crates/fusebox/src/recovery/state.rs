@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! 0        header (4 KiB): magic, layout, counters, INIT's outcome, status
-//! 4 KiB    node slots:   id | nlookup | key length | key (296 bytes)
+//! 4 KiB    node slots:   id | nlookup | key length | stamp | key (288 bytes)
 //! ...      handle slots: live | kind | fh | node | flags
 //! ...      journal slots: state | opcode | unique | before | outcome
 //! ```
@@ -29,7 +29,7 @@ const HEADER: usize = 4096;
 
 /// Bytes of identity a filesystem may keep per node (a kernel file handle
 /// is at most 128 bytes; a parent id and a name at most 263).
-pub const MAX_KEY: usize = 296;
+pub const MAX_KEY: usize = 288;
 const NODE_SLOT: usize = 320;
 const HANDLE_SLOT: usize = 32;
 const JOURNAL_SLOT: usize = 512;
@@ -58,6 +58,10 @@ const H_JOURNAL_HWM: usize = 104;
 /// Which of the two statistics halves holds the latest copy, and lengths.
 const H_STATS_WHICH: usize = 112;
 const H_STATS_LEN: usize = 116; // two u32s
+/// Stamps node slot changes (see `node_changes_since`).
+const H_NODE_SEQ: usize = 128;
+const N_STAMP: usize = 24;
+const N_KEY: usize = 32;
 /// Per-request statistics carried to the next generation: two halves,
 /// written in turn, so a crash mid-write leaves the previous copy.
 const STATS_HALF: usize = 64 << 10;
@@ -286,19 +290,60 @@ impl StateFile {
         self.map
             .u32_at(off + 16)
             .store(key.len() as u32, Ordering::Relaxed);
-        self.map.write(off + 24, key);
+        self.map.write(off + N_KEY, key);
         self.map
             .u64_at(H_NODE_HWM)
             .fetch_max(slot as u64 + 1, Ordering::AcqRel);
         self.map.u64_at(off).store(id, Ordering::Release);
+        self.stamp(off);
         self.map.u64_at(H_NODES_LIVE).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Mark the slot at `off` changed, after the change: a reader that
+    /// loaded the sequence before this sees a stamp above what it loaded.
+    fn stamp(&self, off: usize) {
+        let n = self.map.u64_at(H_NODE_SEQ).fetch_add(1, Ordering::AcqRel) + 1;
+        self.map.u64_at(off + N_STAMP).store(n, Ordering::Release);
+    }
+
+    /// The change sequence now (for `node_changes_since`).
+    pub fn node_seq(&self) -> u64 {
+        self.map.u64_at(H_NODE_SEQ).load(Ordering::Acquire)
+    }
+
+    /// Slots changed after the sequence was `seen`, as they are now:
+    /// (slot, id or 0, key, nlookup).
+    pub fn node_changes_since(&self, seen: u64) -> Vec<(usize, u64, Vec<u8>, u64)> {
+        let hwm =
+            (self.map.u64_at(H_NODE_HWM).load(Ordering::Acquire) as usize).min(self.cap.nodes);
+        (0..hwm)
+            .filter_map(|slot| {
+                let off = self.node_off(slot);
+                if self.map.u64_at(off + N_STAMP).load(Ordering::Acquire) <= seen {
+                    return None;
+                }
+                Some(self.node_at(slot))
+            })
+            .collect()
+    }
+
+    fn node_at(&self, slot: usize) -> (usize, u64, Vec<u8>, u64) {
+        let off = self.node_off(slot);
+        let id = self.map.u64_at(off).load(Ordering::Acquire);
+        let nlookup = self.map.u64_at(off + 8).load(Ordering::Acquire);
+        let len = (self.map.u32_at(off + 16).load(Ordering::Acquire) as usize).min(MAX_KEY);
+        (slot, id, self.map.read(off + N_KEY, len), nlookup)
     }
 
     /// Add `delta` (may be negative) to a published node's count; returns
     /// the new count.
     pub fn node_add(&self, slot: usize, delta: i64) -> u64 {
-        let c = self.map.u64_at(self.node_off(slot) + 8);
-        if delta >= 0 {
+        let off = self.node_off(slot);
+        let c = self.map.u64_at(off + 8);
+        if delta == 0 {
+            return c.load(Ordering::Acquire);
+        }
+        let now = if delta > 0 {
             c.fetch_add(delta as u64, Ordering::AcqRel) + delta as u64
         } else {
             let d = delta.unsigned_abs();
@@ -308,12 +353,15 @@ impl StateFile {
                 })
                 .unwrap_or(0);
             prev.saturating_sub(d)
-        }
+        };
+        self.stamp(off);
+        now
     }
 
     pub fn node_clear(&self, slot: usize) {
         let off = self.node_off(slot);
         if self.map.u64_at(off).swap(0, Ordering::AcqRel) != 0 {
+            self.stamp(off);
             self.map.u64_at(H_NODES_LIVE).fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -324,14 +372,10 @@ impl StateFile {
         let hwm =
             (self.map.u64_at(H_NODE_HWM).load(Ordering::Acquire) as usize).min(self.cap.nodes);
         for slot in 0..hwm {
-            let off = self.node_off(slot);
-            let id = self.map.u64_at(off).load(Ordering::Acquire);
-            if id == 0 {
+            if self.map.u64_at(self.node_off(slot)).load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let nlookup = self.map.u64_at(off + 8).load(Ordering::Acquire);
-            let len = (self.map.u32_at(off + 16).load(Ordering::Acquire) as usize).min(MAX_KEY);
-            v.push((slot, id, self.map.read(off + 24, len), nlookup));
+            v.push(self.node_at(slot));
         }
         v
     }

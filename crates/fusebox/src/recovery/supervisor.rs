@@ -368,6 +368,24 @@ impl Supervisor {
                 "the new server did not start: {why}; the old one goes on serving"
             ));
         }
+        // The new server restores the nodes while the old one serves on;
+        // only what changes meanwhile is left for the pause.
+        let prepared = channel
+            .send(&ToServer::Prepare, &[self.state.fd().as_fd()])
+            .map_err(|e| e.to_string())
+            .and_then(
+                |()| match channel.recv::<ToSupervisor>(Some(self.cfg.start_timeout)) {
+                    Ok((ToSupervisor::Prepared, _)) => Ok(()),
+                    Ok((other, _)) => Err(format!("{other:?}")),
+                    Err(e) => Err(e.to_string()),
+                },
+            );
+        if let Err(why) = prepared {
+            kill_new();
+            return Err(format!(
+                "the new server could not restore: {why}; the old one goes on serving"
+            ));
+        }
         let began = Instant::now();
         if let Err(e) = old.channel.send(&ToServer::Quiesce, &[]) {
             kill_new();
