@@ -39,7 +39,7 @@ runs=0 failed=0
 while [ "$(date +%s)" -lt "$end" ]; do
   runs=$((runs + 1))
   if ! fio --name=soak --directory="$MNT" --rw=randwrite --bs=4k --size=32M \
-      --numjobs=4 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+      --numjobs=4 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
       --group_reporting --output="$DIR/fio.out" >/dev/null 2>&1 \
       || ! grep -q "err= 0" "$DIR/fio.out"; then
     failed=$((failed + 1))

@@ -367,6 +367,20 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
     assert_eq!(s.pid, guard.supervisor, "the daemon serves itself");
     drop(guard);
     assert!(!is_mounted(&mnt));
+    // io_uring: not recoverable on this kernel, so served directly too.
+    if std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|v| v.trim() == "Y")
+    {
+        let guard = mount_supervised(&src, &mnt, &["--transport", "uring"]);
+        let s = snapshot(&mnt);
+        assert_eq!(s.transport, "uring", "{s:?}");
+        assert!(s.recovery.is_none(), "{s:?}");
+        assert_eq!(s.pid, guard.supervisor, "the daemon serves itself");
+        drop(guard);
+        assert!(!is_mounted(&mnt));
+    } else {
+        eprintln!("SKIPPED the io_uring half: enable_uring is off");
+    }
 }
 
 /// One non-idempotent request, and what it must have done.
@@ -574,6 +588,8 @@ fn fio_verify_passes_while_the_server_is_killed_and_upgraded_again_and_again() {
                 "--size=48M",
                 "--numjobs=4",
                 "--verify=crc32c",
+                // No verify-state files left in the working directory.
+                "--verify_state_save=0",
                 "--do_verify=1",
                 "--verify_fatal=1",
                 "--group_reporting",

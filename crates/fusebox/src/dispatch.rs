@@ -503,29 +503,44 @@ impl<F: Filesystem> Dispatcher<F> {
         if let Some(ledger) = &self.ledger {
             failpoint::hit(Point::AfterRead, opcode);
             if let Some(kind) = journal::Kind::of(&req.op, node, ledger) {
+                // The probes call the filesystem: a panic in one costs the
+                // probe (the request then runs as if new), not the worker.
+                let fs = &*self.fs;
                 if unique & journal::RESENT != 0 {
-                    replayed = journal::replay(&*self.fs, &ctx, &kind, opcode, ledger, unique);
+                    replayed = catch_unwind(AssertUnwindSafe(|| {
+                        journal::replay(fs, &ctx, &kind, opcode, ledger, unique)
+                    }))
+                    .unwrap_or(None);
                 }
-                if replayed.is_some() {
-                    ledger.state().add_replay();
-                } else {
-                    let before = journal::before(&*self.fs, &ctx, &kind);
-                    journal_slot = ledger.journal_begin(unique, opcode, before);
+                match &replayed {
+                    Some((_, _, slot)) => {
+                        ledger.state().add_replay();
+                        journal_slot = Some(*slot);
+                    }
+                    None => {
+                        let before =
+                            catch_unwind(AssertUnwindSafe(|| journal::before(fs, &ctx, &kind)))
+                                .unwrap_or(crate::recovery::state::Before::Unknown);
+                        journal_slot = ledger.journal_begin(unique, opcode, before);
+                    }
                 }
             }
         }
-        // Answered from the journal: the ledger has its references already.
-        let record = !matches!(replayed, Some((_, journal::Replayed::Recorded)));
+        // Answered from the journal: the ledger has its references (and the
+        // journal its answer) already.
+        let from_journal = matches!(replayed, Some((_, journal::Replayed::Recorded, _)));
         let mut out = out;
         let data = &mut w.data;
         let outcome = match replayed {
-            Some((r, _)) => Ok(r),
+            Some((r, _, _)) => Ok(r),
             None => catch_unwind(AssertUnwindSafe(|| match out.as_deref_mut() {
                 Some(out) => self.call(&ctx, node, req.op, out),
                 None => self.call(&ctx, node, req.op, data),
             })),
         };
-        if let (Some(ledger), Some(note), Ok(r), true) = (&self.ledger, note, &outcome, record) {
+        if let (Some(ledger), Some(note), Ok(r), false) =
+            (&self.ledger, note, &outcome, from_journal)
+        {
             let bytes = match &out {
                 Some(o) => o.as_slice(),
                 None => w.data.as_slice(),
@@ -569,7 +584,7 @@ impl<F: Filesystem> Dispatcher<F> {
                 // Answered later: not journaled (DESIGN.md, "Recovery").
                 ledger.journal_release(slot);
                 journal_slot = None;
-            } else {
+            } else if !from_journal {
                 failpoint::hit(Point::AfterApply, opcode);
                 ledger.journal_done(slot, &result);
                 failpoint::hit(Point::AfterJournal, opcode);

@@ -147,7 +147,8 @@ pub(crate) enum Replayed {
     Rebuilt,
 }
 
-/// The answer to a resent request from its record, or None to run it.
+/// The answer to a resent request from its record (and the record's slot,
+/// still held), or None to run it.
 pub(crate) fn replay<F: Filesystem>(
     fs: &F,
     ctx: &Ctx,
@@ -155,17 +156,25 @@ pub(crate) fn replay<F: Filesystem>(
     opcode: Opcode,
     ledger: &Ledger,
     unique: u64,
-) -> Option<(Result<Outcome, Errno>, Replayed)> {
+) -> Option<(Result<Outcome, Errno>, Replayed, usize)> {
     let rec = ledger.state().journal_find(unique & !RESENT)?;
-    // The record has served its purpose once this answer is given (or the
-    // request runs again and gets a new one).
-    ledger.journal_release(rec.slot);
+    // An answer given from the record keeps it until that answer is
+    // written (the caller releases it then): a crash before that gets the
+    // same answer again.
     if let Some((error, body)) = rec.done {
         tracing::info!(unique, ?opcode, "resent request answered from the journal");
-        if error != 0 {
-            return Some((Err(Errno(error)), Replayed::Recorded));
-        }
-        return decode(opcode, &body).map(|o| (Ok(o), Replayed::Recorded));
+        let result = if error != 0 {
+            Err(Errno(error))
+        } else {
+            match decode(opcode, &body) {
+                Some(o) => Ok(o),
+                None => {
+                    ledger.journal_release(rec.slot);
+                    return None;
+                }
+            }
+        };
+        return Some((result, Replayed::Recorded, rec.slot));
     }
     let applied = match (kind, rec.before) {
         (
@@ -235,7 +244,14 @@ pub(crate) fn replay<F: Filesystem>(
             "resent request was applied before the crash; answered without applying it again"
         );
     }
-    applied.map(|r| (r, Replayed::Rebuilt))
+    match applied {
+        Some(r) => Some((r, Replayed::Rebuilt, rec.slot)),
+        None => {
+            // Runs again, under a record of its own.
+            ledger.journal_release(rec.slot);
+            None
+        }
+    }
 }
 
 /// The body of an answer worth journaling (the kinds above answer with).

@@ -291,14 +291,6 @@ impl Ledger {
         let slot = *self.handles.get(&fh)?;
         Some(self.state.handle_flags(slot))
     }
-
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn handle_count(&self) -> usize {
-        self.handles.len()
-    }
 }
 
 /// What a request may change in the ledger, taken from it before the
