@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Soak test of recovery: fio (random 4 KiB writes by 4 jobs, then every
 # block read back and its crc32c checked) runs again and again on a
-# supervised stackfs for SECONDS, while the server is replaced every EVERY
-# seconds, by SIGKILL and by `fusebox upgrade` in turn. Prints the I/O
-# errors and verify failures (both must be 0) and the replacements.
-# Needs root and fio. Usage: scripts/recovery-soak.sh [SECONDS] [EVERY] [BIN]
+# supervised stackfs (or FS: pathfs) for SECONDS, while the server is
+# replaced every EVERY seconds, by SIGKILL and by `fusebox upgrade` in turn.
+# Prints the I/O errors and verify failures (both must be 0) and the
+# replacements. Needs root and fio.
+# Usage: scripts/recovery-soak.sh [SECONDS] [EVERY] [BIN] [FS]
 set -euo pipefail
 SECONDS_TOTAL=${1:-60}
 EVERY=${2:-2}
 BIN=${3:-target/release/fusebox}
+FS=${4:-stackfs}
 DIR=$(mktemp -d /tmp/fusebox-soak-XXXX)
 MNT=$DIR/mnt
 mkdir "$DIR/src" "$MNT"
@@ -19,7 +21,7 @@ cleanup() {
   rm -rf "$DIR"
 }
 trap cleanup EXIT
-"$BIN" mount stackfs "$DIR/src" "$MNT" --max-restarts 1000000 >/dev/null
+"$BIN" mount "$FS" "$DIR/src" "$MNT" --max-restarts 1000000 >/dev/null
 (
   n=0
   while true; do
@@ -49,6 +51,6 @@ while [ "$(date +%s)" -lt "$end" ]; do
 done
 kill "$replacer"; wait "$replacer" 2>/dev/null || true; replacer=
 line=$("$BIN" stats "$MNT" | grep '^recovery:')
-echo "fio runs: $runs, failed (I/O error or verify mismatch): $failed"
+echo "$FS: fio runs: $runs, failed (I/O error or verify mismatch): $failed"
 echo "$line"
 [ "$failed" = 0 ]

@@ -22,3 +22,4 @@ pub mod results;
 pub mod runner;
 pub mod subject;
 pub mod workload;
+pub use personality::Rng;

@@ -15,17 +15,18 @@ use anyhow::Result;
 use crate::engine::Sample;
 use crate::workload::Personality;
 
-/// xorshift64*: deterministic per thread, so runs are repeatable.
-struct Rng(u64);
+/// xorshift64*: deterministic per thread, so runs are repeatable (the
+/// recovery tests' stress workers use it too, reproducible from a seed).
+pub struct Rng(pub u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
     }
     /// A size around `mean` (filebench's gamma distribution, approximated
     /// by a uniform 0..2*mean).

@@ -441,7 +441,7 @@ fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
 /// are cached for an hour and atime is off: otherwise the kernel checks
 /// the file's size (a GETATTR, 5 ms here) before reads now and then, and
 /// the libaio job's io_submit waits for it.
-/// Supervised stackfs (the default for `fusebox mount stackfs`); over
+/// Supervised stackfs and pathfs (the default for `fusebox mount`); over
 /// io_uring a server cannot be replaced on this kernel (DESIGN.md,
 /// "Recovery"), which the report shows as the row's reason.
 fn recovery_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
@@ -454,12 +454,45 @@ fn recovery_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
             &["--transport", "classic", "--max-restarts", "1000000"],
             true,
         ),
+        fusebox_subject(
+            &o.fusebox_bin,
+            "recovery-pathfs",
+            "fusebox pathfs (the path-level API) under its supervisor, classic /dev/fuse",
+            "pathfs",
+            &["--transport", "classic", "--max-restarts", "1000000"],
+            true,
+        ),
         Box::new(crate::subject::Unavailable {
             name: "recovery-uring".into(),
             description: "fusebox stackfs under its supervisor, io_uring".into(),
             reason: "not recoverable on Linux 6.18: a request held in a dead server's ring entry is never resent (FUSE_NOTIFY_RESEND walks /dev/fuse fds only), so `fusebox mount --transport uring` serves without a supervisor".into(),
         }),
     ]
+}
+
+/// Supervised and unsupervised classic stackfs and pathfs, for what
+/// supervision costs when nothing fails.
+fn supervision_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
+    let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
+    for fs in ["stackfs", "pathfs"] {
+        v.push(fusebox_subject(
+            &o.fusebox_bin,
+            &format!("{fs}-classic-supervised"),
+            &format!("fusebox {fs}, classic, under its supervisor (the default)"),
+            fs,
+            &["--transport", "classic"],
+            true,
+        ));
+        v.push(fusebox_subject(
+            &o.fusebox_bin,
+            &format!("{fs}-classic-unsupervised"),
+            &format!("fusebox {fs}, classic, --no-recovery"),
+            fs,
+            &["--transport", "classic", "--no-recovery"],
+            true,
+        ));
+    }
+    v
 }
 
 fn later_subjects(o: &BenchOptions, latency_ms: u32) -> Vec<Box<dyn Subject>> {
@@ -657,6 +690,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::PeerNoCache => peer_subjects(o, PEER_NOCACHE_SUBJECTS),
             Target::Later { latency_ms } => later_subjects(o, *latency_ms),
             Target::Recovery => recovery_subjects(o),
+            Target::Supervision => supervision_subjects(o),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects

@@ -31,6 +31,10 @@ pub enum Target {
     /// Supervised stackfs over the backing directory, whose server is
     /// replaced while a probe runs.
     Recovery,
+    /// What supervision costs while nothing fails: stackfs and pathfs
+    /// over classic /dev/fuse, supervised (the default) and with
+    /// `--no-recovery`.
+    Supervision,
 }
 
 impl Target {
@@ -39,7 +43,12 @@ impl Target {
     pub fn uses_backing(&self) -> bool {
         matches!(
             self,
-            Target::Backing | Target::Knobs | Target::Peer | Target::PeerNoCache | Target::Recovery
+            Target::Backing
+                | Target::Knobs
+                | Target::Peer
+                | Target::PeerNoCache
+                | Target::Recovery
+                | Target::Supervision
         )
     }
 }
@@ -712,6 +721,20 @@ fn recovery() -> Vec<Workload> {
             }
         }
     }
+    // The ledger's and the journal's cost on the fast path: a supervised
+    // server records every lookup, open and release, and probes each
+    // create and unlink once more.
+    w.extend(
+        fastpath()
+            .into_iter()
+            .filter(|w| !w.name.contains("-2th"))
+            .map(|mut w| {
+                w.name = w.name.replace("fastpath/", "recovery/steady-");
+                w.group = "recovery";
+                w.target = Target::Supervision;
+                w
+            }),
+    );
     w
 }
 

@@ -146,9 +146,11 @@ pub struct MountArgs {
     #[arg(long, hide = true)]
     pub notify_ready: bool,
     /// Serve without a supervisor: a server that dies takes the mount with
-    /// it (ENOTCONN until unmounted). By default stackfs over classic
-    /// /dev/fuse runs under a supervisor that holds the mount and starts a
-    /// new server when one dies, with no failed request.
+    /// it (ENOTCONN until unmounted). By default stackfs and pathfs over
+    /// classic /dev/fuse run under a supervisor that holds the mount and
+    /// starts a new server when one dies, with no failed request; memfs
+    /// runs under one too, for `fusebox upgrade` (its files go to the next
+    /// server), but a crash loses its files: its requests then fail (EIO).
     #[arg(long)]
     pub no_recovery: bool,
     /// Recovery: most server deaths within --restart-window before the
@@ -165,8 +167,8 @@ fn recovery_off_because(args: &MountArgs) -> Option<&'static str> {
     if args.no_recovery {
         return Some("--no-recovery");
     }
-    if !matches!(args.fs, FsKind::Stackfs) {
-        return Some("only stackfs restores its nodes after a crash so far");
+    if !matches!(args.fs, FsKind::Stackfs | FsKind::Pathfs | FsKind::Memfs) {
+        return Some("only stackfs, pathfs and memfs hand their nodes to a next server so far");
     }
     if args.transport.resolve() == fusebox::transport::TransportKind::Uring {
         return Some("io_uring: a request held in a dead server's ring entry is never resent on this kernel (DESIGN.md, \"Recovery\")");
@@ -273,7 +275,7 @@ pub fn run(args: MountArgs) -> Result<()> {
             Some(why)
                 if args.transport.resolve() == fusebox::transport::TransportKind::Uring
                     && !args.no_recovery
-                    && matches!(args.fs, FsKind::Stackfs) =>
+                    && matches!(args.fs, FsKind::Stackfs | FsKind::Pathfs | FsKind::Memfs) =>
             {
                 tracing::warn!("serving without crash recovery: {why}");
             }
@@ -458,10 +460,16 @@ fn supervise(
     workers: usize,
 ) -> Result<()> {
     use fusebox::recovery::{Supervisor, SupervisorConfig};
+    // Bound first: `fusebox stats` answers from the moment the mount
+    // appears (the connection waits for the first server).
+    let stats = fusebox::stats::StatsSocket::bind(mountpoint)
+        .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"))
+        .ok();
     let mount = fusebox::mount::Mount::new(mountpoint, &opts.mount)
         .with_context(|| format!("mounting {}", mountpoint.display()))?;
-    let supervisor = Supervisor::new(
+    let supervisor = Supervisor::with_stats_socket(
         mount,
+        stats,
         SupervisorConfig {
             clones: workers.max(1),
             max_restarts: args.max_restarts,

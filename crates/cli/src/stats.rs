@@ -112,7 +112,7 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
             r.nodes
         );
         if !r.status.is_empty() {
-            s += &format!("NOT SERVING: {}\n", r.status);
+            s += &format!("recovery status: {}\n", r.status);
         }
     }
     s += &format!(

@@ -75,8 +75,9 @@ fn killing_the_daemon_leaves_no_hang() {
     let dir = scratch("kill");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
+    // Without a supervisor (the default would start another server).
     let mut child = Command::new(BIN)
-        .args(["mount", "memfs", "-f"])
+        .args(["mount", "memfs", "-f", "--no-recovery"])
         .arg(&mnt)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -397,6 +398,8 @@ fn adaptive_thread_policy_idles_only_while_busy() {
 
 /// `fusebox stats` works the moment the mount appears (the endpoint is up
 /// before mount(2)); it used to fail about one time in five over io_uring.
+/// Under a supervisor the socket is the supervisor's, answered by the
+/// server it starts.
 #[test]
 fn stats_answer_as_soon_as_the_mount_appears() {
     let dir = scratch("early");
@@ -404,14 +407,15 @@ fn stats_answer_as_soon_as_the_mount_appears() {
     std::fs::create_dir(&mnt).unwrap();
     let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
     let uring = std::fs::read_to_string(ENABLE_URING).is_ok_and(|v| v.trim() == "Y");
-    for i in 0..8 {
-        let transport = if uring && i % 2 == 1 {
-            "uring"
-        } else {
-            "classic"
+    for i in 0..9 {
+        let (transport, supervised) = match i % 3 {
+            0 => ("classic", true),
+            1 if uring => ("uring", false),
+            _ => ("classic", false),
         };
         let mut child = Command::new(BIN)
             .args(["mount", "memfs", "-f", "--transport", transport])
+            .args((!supervised && transport == "classic").then_some("--no-recovery"))
             .arg(&mnt)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -430,7 +434,12 @@ fn stats_answer_as_soon_as_the_mount_appears() {
         drop(guard);
         let _ = child.wait();
         let snap = snap.unwrap_or_else(|e| panic!("round {i} ({transport}): {e}"));
-        assert_eq!(snap.pid, child.id());
+        if supervised {
+            assert!(snap.recovery.is_some(), "round {i}: not supervised");
+            assert_ne!(snap.pid, child.id(), "round {i}: answered by the server");
+        } else {
+            assert_eq!(snap.pid, child.id());
+        }
     }
 }
 

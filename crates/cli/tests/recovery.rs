@@ -27,7 +27,12 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if is_mounted(&self.mnt) {
+        // Again if the first attempt failed: a supervisor killed below
+        // with its mount still there would leave its server serving it.
+        for _ in 0..3 {
+            if !is_mounted(&self.mnt) {
+                break;
+            }
             let _ = Command::new(BIN)
                 .args(["umount", "--abort"])
                 .arg(&self.mnt)
@@ -69,8 +74,20 @@ fn mount_supervised_with(
     extra: &[&str],
     failpoint: Option<String>,
 ) -> Guard {
+    mount_fs("stackfs", Some(src), mnt, extra, failpoint)
+}
+
+/// Mount filesystem `fs` (of `src`, for the passthrough ones) at `mnt` in
+/// the background, supervised unless `extra` says otherwise.
+fn mount_fs(
+    fs: &str,
+    src: Option<&Path>,
+    mnt: &Path,
+    extra: &[&str],
+    failpoint: Option<String>,
+) -> Guard {
     let mut cmd = Command::new(BIN);
-    cmd.args(["mount", "stackfs"]).arg(src).arg(mnt).args(extra);
+    cmd.args(["mount", fs]).args(src).arg(mnt).args(extra);
     if let Some(f) = failpoint {
         cmd.env(fusebox::recovery::failpoint::FAILPOINT_ENV, f);
     }
@@ -101,24 +118,68 @@ fn kill_server(mnt: &Path) -> (u32, u64) {
         .recovery
         .clone()
         .expect("a supervised mount reports recovery");
+    sigkill(before.pid);
+    poll_until("a new server after a kill", || {
+        let s = try_snapshot(mnt)?;
+        let generation = s.recovery.as_ref()?.generation;
+        (s.pid != before.pid && generation > rec.generation).then_some((s.pid, generation))
+    })
+}
+
+fn sigkill(pid: u32) {
     rustix::process::kill_process(
-        rustix::process::Pid::from_raw(before.pid as i32).unwrap(),
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
         rustix::process::Signal::KILL,
     )
     .unwrap();
+}
+
+/// Ask `f` every 20 ms until it has an answer (20 s at most).
+fn poll_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        assert!(Instant::now() < deadline, "no new server after a kill");
+        assert!(Instant::now() < deadline, "waited 20 s for {what}");
         std::thread::sleep(Duration::from_millis(20));
-        let Some(s) = try_snapshot(mnt) else { continue };
-        if s.pid != before.pid
-            && s.recovery
-                .as_ref()
-                .is_some_and(|r| r.generation > rec.generation)
-        {
-            return (s.pid, s.recovery.unwrap().generation);
+        if let Some(t) = f() {
+            return t;
         }
     }
+}
+
+/// SIGKILL the serving process when the supervisor will not start another;
+/// returns the status the mount then reports.
+fn kill_for_good(mnt: &Path) -> String {
+    sigkill(snapshot(mnt).pid);
+    poll_until("a status after the last death", || {
+        try_snapshot(mnt)
+            .and_then(|s| s.recovery)
+            .map(|r| r.status)
+            .filter(|s| !s.is_empty())
+    })
+}
+
+/// `fusebox umount` works, and the mount is gone.
+fn umount(mnt: &Path) {
+    let out = Command::new(BIN).arg("umount").arg(mnt).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!is_mounted(mnt));
+}
+
+/// A stat of `path` fails at once with EIO (no server will answer).
+fn assert_fails_eio(path: &Path) {
+    let p = path.to_path_buf();
+    let e = within(Duration::from_secs(10), move || {
+        std::fs::metadata(p).unwrap_err()
+    });
+    assert_eq!(
+        e.raw_os_error(),
+        Some(rustix::io::Errno::IO.raw_os_error()),
+        "{e}"
+    );
 }
 
 /// `fusebox upgrade` (to `binary`, if given); returns the new generation.
@@ -296,37 +357,13 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     kill_server(&mnt);
     kill_server(&mnt);
     // The third death is past the limit: no new server.
-    let last = snapshot(&mnt);
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(last.pid as i32).unwrap(),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        assert!(Instant::now() < deadline, "the supervisor never gave up");
-        std::thread::sleep(Duration::from_millis(50));
-        if let Some(r) = try_snapshot(&mnt)
-            .and_then(|s| s.recovery)
-            .filter(|r| !r.status.is_empty())
-        {
-            break r.status;
-        }
-    };
+    let status = kill_for_good(&mnt);
     assert!(
         status.contains("not serving") && status.contains("3 times"),
         "{status}"
     );
     // Requests now fail at once, with EIO, rather than hang.
-    let m = mnt.clone();
-    let e = within(Duration::from_secs(10), move || {
-        std::fs::metadata(m.join("f")).unwrap_err()
-    });
-    assert_eq!(
-        e.raw_os_error(),
-        Some(rustix::io::Errno::IO.raw_os_error()),
-        "{e}"
-    );
+    assert_fails_eio(&mnt.join("f"));
     let text = String::from_utf8_lossy(
         &Command::new(BIN)
             .arg("stats")
@@ -338,13 +375,7 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     .into_owned();
     assert!(text.contains("not serving"), "{text}");
     // And a plain unmount works; the supervisor then leaves.
-    let out = Command::new(BIN).arg("umount").arg(&mnt).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!is_mounted(&mnt));
+    umount(&mnt);
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(guard.supervisor) {
         assert!(
@@ -502,7 +533,16 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
-fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result() {
+fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_stackfs() {
+    crash_at_every_point("stackfs");
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_pathfs() {
+    crash_at_every_point("pathfs");
+}
+
+fn crash_at_every_point(fs: &str) {
     let points = ["after-read", "after-apply", "after-journal", "before-reply"];
     for case in cases() {
         for point in points {
@@ -511,11 +551,11 @@ fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result() {
             std::fs::create_dir(&src).unwrap();
             std::fs::create_dir(&mnt).unwrap();
             (case.prepare)(&src);
-            let guard =
-                mount_supervised_with(&src, &mnt, &[], Some(format!("{point}:{}", case.op)));
+            let failpoint = Some(format!("{point}:{}", case.op));
+            let guard = mount_fs(fs, Some(&src), &mnt, &[], failpoint);
             let (m, act) = (mnt.clone(), case.act);
             let result = within(Duration::from_secs(30), move || act(&m));
-            let what = format!("{} killed {point}", case.op);
+            let what = format!("{fs}: {} killed {point}", case.op);
             assert!(result.is_ok(), "{what}: the application saw {result:?}");
             (case.check)(&src);
             let rec = snapshot(&mnt).recovery.unwrap();
@@ -614,6 +654,19 @@ fn fio_verify_passes_while_the_server_is_killed_and_upgraded_again_and_again() {
     drop(guard);
 }
 
+/// A shell working in `dir` that runs `commands` every 20 ms until a file
+/// `stop` appears there, and exits 3 the first time they fail.
+fn shell_in(dir: &Path, commands: &str) -> Reap {
+    let script = format!("while [ ! -e stop ]; do {commands} || exit 3; sleep 0.02; done");
+    Reap(
+        Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(dir)
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Ends a child process however the test ends.
 struct Reap(std::process::Child);
 impl Drop for Reap {
@@ -624,13 +677,22 @@ impl Drop for Reap {
 }
 
 #[test]
-fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_crashes() {
+fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_crashes_stackfs() {
+    tail_and_shell_through_replacements("stackfs");
+}
+
+#[test]
+fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_crashes_pathfs() {
+    tail_and_shell_through_replacements("pathfs");
+}
+
+fn tail_and_shell_through_replacements(fs: &str) {
     use std::process::Stdio;
     let dir = scratch("tail");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
-    let guard = mount_supervised(&src, &mnt, &[]);
+    let guard = mount_fs(fs, Some(&src), &mnt, &[], None);
     std::fs::create_dir(mnt.join("work")).unwrap();
     std::fs::write(mnt.join("work/log"), b"line 0\n").unwrap();
     let tail_out = dir.path().join("tail.out");
@@ -644,16 +706,7 @@ fn tail_f_and_a_shell_inside_the_mount_live_through_alternating_upgrades_and_cra
             .unwrap(),
     );
     // A shell whose working directory is inside the mount, using it.
-    let mut shell = Reap(
-        Command::new("sh")
-            .args([
-                "-c",
-                "while [ ! -e stop ]; do ls >/dev/null && cat log >/dev/null || exit 3; sleep 0.02; done",
-            ])
-            .current_dir(mnt.join("work"))
-            .spawn()
-            .unwrap(),
-    );
+    let mut shell = shell_in(&mnt.join("work"), "ls >/dev/null && cat log >/dev/null");
     // Another build of the binary to upgrade to (a copy is enough to be
     // another file the supervisor must start).
     let next = dir.path().join("fusebox-next");
@@ -742,4 +795,262 @@ fn statistics_carry_over_to_the_next_server() {
         s.op("CREATE")
     );
     drop(guard);
+}
+
+mod stress;
+
+/// The fsstress-like model check (tests/stress) in 3 workers for `secs`
+/// while the server is killed and upgraded in turn every 200 ms; then the
+/// mount and its source must show the same tree.
+fn stress_through_replacements(fs: &str, secs: u64) {
+    let dir = scratch("stress");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let guard = mount_fs(fs, Some(&src), &mnt, &["--max-restarts", "100000"], None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let replacer = keep_replacing(mnt.clone(), Duration::from_millis(200), stop.clone());
+    let seed0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let workers: Vec<_> = (0..3u64)
+        .map(|w| {
+            let (d, st) = (mnt.join(format!("w{w}")), stop.clone());
+            std::thread::spawn(move || stress::worker(d, seed0.wrapping_add(w * 7919), st))
+        })
+        .collect();
+    // The workers stop with the replacer; a stuck one is a hang, which
+    // `within` turns into a failure (the guard then aborts the mount).
+    let results = within(Duration::from_secs(secs + 60), move || {
+        std::thread::sleep(Duration::from_secs(secs));
+        stop.store(true, Ordering::Release);
+        let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        (results, replacer.join().unwrap())
+    });
+    let (results, (kills, upgrades)) = results;
+    let mut ops = 0;
+    for r in results {
+        ops +=
+            r.unwrap_or_else(|e| panic!("{fs}: across {kills} kills and {upgrades} upgrades: {e}"));
+    }
+    let entries =
+        stress::same_tree(&mnt, &src).unwrap_or_else(|e| panic!("{fs}: mount vs source: {e}"));
+    let rec = snapshot(&mnt).recovery.unwrap();
+    eprintln!(
+        "{fs}: {ops} operations, {entries} entries compared, {kills} kills, {upgrades} upgrades, {} replays",
+        rec.replays
+    );
+    assert!(
+        kills >= 3 && upgrades >= 3,
+        "too few replacements to mean anything: {kills} kills, {upgrades} upgrades"
+    );
+    drop(guard);
+}
+
+#[test]
+fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_stackfs() {
+    stress_through_replacements("stackfs", 8);
+}
+
+#[test]
+fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_pathfs() {
+    stress_through_replacements("pathfs", 8);
+}
+
+/// pathfs names nodes by parent and name: a directory renamed above a
+/// process's working directory and its open files, then a crash, must
+/// leave both where the kernel knows them.
+#[test]
+fn pathfs_keeps_working_directories_and_open_files_across_renames_and_crashes() {
+    let dir = scratch("pathfs");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir_all(src.join("top/mid")).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::write(src.join("top/mid/data"), b"0123456789").unwrap();
+    // Enough entries that a listing takes several getdents calls.
+    std::fs::create_dir(src.join("many")).unwrap();
+    let want: Vec<String> = (0..2000)
+        .map(|i| format!("entry-with-a-longish-name-{i:05}"))
+        .collect();
+    for name in &want {
+        std::fs::write(src.join("many").join(name), b"").unwrap();
+    }
+    let guard = mount_fs("pathfs", Some(&src), &mnt, &[], None);
+    // A shell that lives in top/mid, whatever it is called by now.
+    let mut shell = shell_in(
+        &mnt.join("top/mid"),
+        "cat data >/dev/null && ls >/dev/null && pwd >/dev/null",
+    );
+    let mut reader = std::fs::File::open(mnt.join("top/mid/data")).unwrap();
+    let mut appender = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("top/mid/data"))
+        .unwrap();
+    // An open directory, listed across the crashes.
+    let mut listing = std::fs::read_dir(mnt.join("many")).unwrap();
+    let mut names = vec![listing
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap()];
+    let mut top = "top".to_string();
+    for round in 1..=4 {
+        // Rename the directory above the shell, then make a hard link and
+        // a new file in it, then crash.
+        let next = format!("top{round}");
+        std::fs::rename(mnt.join(&top), mnt.join(&next)).unwrap();
+        top = next;
+        std::fs::hard_link(
+            mnt.join(format!("{top}/mid/data")),
+            mnt.join(format!("{top}/link{round}")),
+        )
+        .unwrap();
+        kill_server(&mnt);
+        // The renamed tree is where it should be, through the new server.
+        let m = mnt.clone();
+        let t = top.clone();
+        let seen = within(Duration::from_secs(20), move || {
+            std::fs::read(m.join(format!("{t}/link{round}"))).unwrap()
+        });
+        assert!(seen.starts_with(b"0123456789"), "round {round}: {seen:?}");
+        // The open files still work: the appender appends, the reader
+        // reads from where it was.
+        writeln!(appender, "round {round}").unwrap();
+        let mut buf = [0u8; 5];
+        reader.read_exact(&mut buf).unwrap();
+        assert!(
+            shell.0.try_wait().unwrap().is_none(),
+            "the shell stopped in round {round}"
+        );
+    }
+    names.extend(listing.map(|e| e.unwrap().file_name().into_string().unwrap()));
+    names.sort();
+    assert!(
+        names == want,
+        "the listing did not go on across crashes: {} names",
+        names.len()
+    );
+    reader.seek(SeekFrom::Start(0)).unwrap();
+    let mut all = String::new();
+    reader.read_to_string(&mut all).unwrap();
+    assert_eq!(all, "0123456789round 1\nround 2\nround 3\nround 4\n");
+    assert_eq!(
+        std::fs::read_to_string(src.join(format!("{top}/mid/data"))).unwrap(),
+        all
+    );
+    std::fs::write(mnt.join(format!("{top}/mid/stop")), b"").unwrap();
+    let status = within(Duration::from_secs(20), move || shell.0.wait().unwrap());
+    assert!(status.success(), "the shell in the mount failed: {status}");
+    assert_eq!(snapshot(&mnt).recovery.unwrap().restarts, 4);
+    drop(guard);
+}
+
+/// memfs keeps its files in its server: an upgrade carries them to the
+/// next one (writers running meanwhile lose nothing), and a crash, which
+/// cannot, ends in a clear error instead of an empty filesystem.
+#[test]
+fn memfs_upgrades_live_with_its_files_and_says_why_a_crash_ends_it() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("memfs");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let guard = mount_fs("memfs", None, &mnt, &[], None);
+    std::fs::create_dir_all(mnt.join("a/b")).unwrap();
+    let big: Vec<u8> = (0..(8u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(mnt.join("a/big"), &big).unwrap();
+    {
+        // A sparse file: a hole, then data at 1 GiB.
+        let f = std::fs::File::create(mnt.join("a/sparse")).unwrap();
+        f.write_all_at(b"far", 1 << 30).unwrap();
+    }
+    std::os::unix::fs::symlink("big", mnt.join("a/link")).unwrap();
+    std::fs::hard_link(mnt.join("a/big"), mnt.join("a/b/hard")).unwrap();
+    rustix::fs::setxattr(
+        mnt.join("a/big"),
+        "user.k",
+        b"v",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    let mut reader = std::fs::File::open(mnt.join("a/big")).unwrap();
+    // A writer appending through every upgrade.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (m, stop) = (mnt.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(m.join("a/b/log"))
+                .unwrap();
+            let mut n = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                writeln!(f, "{n}").map_err(|e| format!("append {n}: {e}"))?;
+                n += 1;
+            }
+            Ok::<u32, String>(n)
+        })
+    };
+    let mut head = [0u8; 4096];
+    for round in 1..=3 {
+        std::thread::sleep(Duration::from_millis(100));
+        upgrade_server(&mnt, None);
+        reader.read_exact(&mut head).unwrap();
+        let at = (round - 1) * 4096;
+        assert_eq!(&head[..], &big[at..at + 4096], "round {round}");
+    }
+    stop.store(true, Ordering::Release);
+    let lines = writer.join().unwrap().unwrap();
+    let log = std::fs::read_to_string(mnt.join("a/b/log")).unwrap();
+    let want: String = (0..lines).map(|i| format!("{i}\n")).collect();
+    assert!(
+        log == want,
+        "the log lost or repeated lines across upgrades ({lines} written)"
+    );
+    assert_eq!(std::fs::read(mnt.join("a/b/hard")).unwrap(), big);
+    assert_eq!(std::fs::metadata(mnt.join("a/big")).unwrap().nlink(), 2);
+    assert_eq!(
+        std::fs::read_link(mnt.join("a/link")).unwrap(),
+        Path::new("big")
+    );
+    let mut v = [0u8; 8];
+    let n = rustix::fs::getxattr(mnt.join("a/big"), "user.k", &mut v).unwrap();
+    assert_eq!(&v[..n], b"v");
+    let sparse = std::fs::metadata(mnt.join("a/sparse")).unwrap();
+    assert_eq!((sparse.len(), sparse.blocks()), ((1 << 30) + 3, 8));
+    let rec = snapshot(&mnt).recovery.unwrap();
+    assert_eq!((rec.generation, rec.restarts), (4, 0), "{rec:?}");
+    // A crash: nothing to restart from.
+    let status = kill_for_good(&mnt);
+    assert!(
+        status.contains("kept its files in that process"),
+        "{status}"
+    );
+    assert_fails_eio(&mnt.join("a"));
+    drop(reader);
+    umount(&mnt);
+    drop(guard);
+}
+
+/// The stress model itself, against a native directory: what it predicts
+/// is what Linux does (else the tests above would blame the server).
+#[test]
+fn fsstress_model_agrees_with_a_native_directory() {
+    let dir = scratch("stress-native");
+    let stop = Arc::new(AtomicBool::new(false));
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let (d, st) = (dir.path().join("w"), stop.clone());
+    let w = std::thread::spawn(move || stress::worker(d, seed, st));
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Release);
+    let ops = w.join().unwrap().unwrap();
+    assert!(ops > 1000, "{ops}");
 }

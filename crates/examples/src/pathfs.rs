@@ -129,6 +129,16 @@ impl PathPassthrough {
         Ok(f(&mut st))
     }
 
+    fn open_dir(&self, path: &Path) -> FsResult<OwnedFd> {
+        rustix::fs::openat(
+            &self.root,
+            rel(path),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)
+    }
+
     fn new_handle(&self) -> u64 {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
     }
@@ -291,6 +301,29 @@ impl PathFilesystem for PathPassthrough {
         self.lstat(new)
     }
 
+    /// After a crash or an upgrade: reopen the file or directory by the
+    /// path it has now, under its old number. The new server runs as the
+    /// old one did, and the caller was allowed to open it then.
+    fn restore_handle(&self, path: &Path, h: &fusebox::recovery::HandleRecord) -> FsResult<()> {
+        self.next_handle.fetch_max(h.fh + 1, Ordering::AcqRel);
+        if h.dir {
+            let fd = self.open_dir(path)?;
+            self.dirs
+                .insert(h.fh, Arc::new(Mutex::new(DirState::new(fd))));
+            return Ok(());
+        }
+        let strip = libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY;
+        let fd = rustix::fs::openat(
+            &self.root,
+            rel(path),
+            oflags(h.flags as i32, strip),
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        self.files.insert(h.fh, Arc::new(fd));
+        Ok(())
+    }
+
     fn open(&self, _: &Ctx, path: &Path, a: &Open) -> FsResult<Opened> {
         let fd = rustix::fs::openat(
             &self.root,
@@ -336,13 +369,7 @@ impl PathFilesystem for PathPassthrough {
     }
 
     fn opendir(&self, _: &Ctx, path: &Path, _: &Open) -> FsResult<Opened> {
-        let fd = rustix::fs::openat(
-            &self.root,
-            rel(path),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(errno)?;
+        let fd = self.open_dir(path)?;
         let id = self.new_handle();
         self.dirs
             .insert(id, Arc::new(Mutex::new(DirState::new(fd))));

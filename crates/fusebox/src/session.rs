@@ -97,6 +97,10 @@ struct Handoff {
     /// An upgrade's nodes, restored before the previous server paused:
     /// the ledger and the change sequence they were read at.
     prepared: Option<(Arc<Ledger>, u64)>,
+    /// What the previous server's `Filesystem::save_state` wrote.
+    saved_state: Option<OwnedFd>,
+    /// The supervisor's listening stats socket.
+    stats_socket: Option<std::os::unix::net::UnixListener>,
 }
 
 /// What INIT settled, for snapshots taken once it is known.
@@ -193,6 +197,13 @@ impl<F: Filesystem> Session<F> {
                 .and_then(|fd| StateFile::open(fd).map_err(|e| RecoveryError::State(e).into()))
                 .map(|state| ledger_for(&fs, Arc::new(state)));
             match ledger {
+                // Its nodes exist only once the old server's state is
+                // loaded, after the pause: nothing to restore ahead.
+                Ok(_) if fs.state_in_process() => {
+                    channel
+                        .send(&ToSupervisor::Prepared, &[])
+                        .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
+                }
                 Ok(ledger) => {
                     let began = std::time::Instant::now();
                     // Read before the scan: a slot changed after it is
@@ -226,6 +237,8 @@ impl<F: Filesystem> Session<F> {
             generation,
             mountpoint,
             clones,
+            stats_socket,
+            saved_state,
         } = msg
         else {
             let e = format!("expected the mount, got {msg:?}");
@@ -233,10 +246,10 @@ impl<F: Filesystem> Session<F> {
             return Err(handoff_err(e));
         };
         crate::recovery::failpoint::arm_from_env(generation);
-        if fds.len() != clones + 2 {
+        let expected = clones + 2 + usize::from(stats_socket) + usize::from(saved_state);
+        if fds.len() != expected {
             return Err(handoff_err(format!(
-                "expected {} fds, got {}",
-                clones + 2,
+                "expected {expected} fds, got {}",
                 fds.len()
             )));
         }
@@ -244,6 +257,10 @@ impl<F: Filesystem> Session<F> {
         let device = fds.next().expect("counted");
         let clone_fds: Vec<OwnedFd> = (&mut fds).take(clones).collect();
         let state = fds.next().expect("counted");
+        let stats_socket = stats_socket
+            .then(|| fds.next().expect("counted"))
+            .map(std::os::unix::net::UnixListener::from);
+        let saved_state = saved_state.then(|| fds.next().expect("counted"));
         let state = match StateFile::open(state) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -264,6 +281,8 @@ impl<F: Filesystem> Session<F> {
             clones: clone_fds,
             state,
             prepared,
+            saved_state,
+            stats_socket,
         };
         Self::start(fs, &mountpoint, opts, cfg, Some(handoff))
     }
@@ -300,7 +319,7 @@ impl<F: Filesystem> Session<F> {
         mountpoint: &Path,
         opts: &Options,
         cfg: SessionConfig,
-        handoff: Option<Handoff>,
+        mut handoff: Option<Handoff>,
     ) -> Result<Session<F>, Error> {
         let transport = cfg.transport.resolve();
         if handoff.is_some() && transport == TransportKind::Uring {
@@ -365,9 +384,13 @@ impl<F: Filesystem> Session<F> {
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or_default(),
         ));
+        let shared_socket = handoff.as_mut().and_then(|h| h.stats_socket.take());
         let stats_server = if cfg.stats_socket {
             let snap = snapshot.clone();
-            StatsServer::start(mountpoint, move || snap())
+            match shared_socket {
+                Some(l) => StatsServer::serve_shared(l, mountpoint, move || snap()),
+                None => StatsServer::start(mountpoint, move || snap()),
+            }
                 .inspect_err(|e| {
                     tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
                 })
@@ -375,15 +398,17 @@ impl<F: Filesystem> Session<F> {
         } else {
             None
         };
-        let (mount, mut clone_fds, supervisor, prepared) = match handoff {
+        let (mount, mut clone_fds, supervisor, prepared, saved_state) = match handoff {
             Some(h) => (
                 Arc::new(Mount::adopt(mountpoint, h.device)),
                 Some(h.clones),
                 Some((h.channel, h.generation, h.state)),
                 h.prepared,
+                h.saved_state,
             ),
             None => (
                 Arc::new(Mount::new(mountpoint, &opts.mount)?),
+                None,
                 None,
                 None,
                 None,
@@ -401,7 +426,10 @@ impl<F: Filesystem> Session<F> {
                     &notifier,
                     *generation,
                     state,
-                    prepared,
+                    Upgrade {
+                        prepared,
+                        saved_state,
+                    },
                 )?;
                 ledger = Some(l);
                 conn
@@ -610,6 +638,7 @@ impl<F: Filesystem> Session<F> {
                     .send(
                         &ToSupervisor::Serving {
                             pid: std::process::id(),
+                            recovers_from_crash: !dispatcher.filesystem().state_in_process(),
                         },
                         &[],
                     )
@@ -631,7 +660,10 @@ impl<F: Filesystem> Session<F> {
                     })?;
                 std::thread::Builder::new()
                     .name("fusebox-handoff".into())
-                    .spawn(move || obey_supervisor(channel, &pause, &carry))?;
+                    .spawn({
+                        let fs = dispatcher.filesystem().clone();
+                        move || obey_supervisor(channel, &pause, &carry, &*fs)
+                    })?;
                 true
             }
             None => false,
@@ -815,21 +847,36 @@ impl StatsCarry {
 /// A supervised server's side of a planned upgrade (`recovery::supervisor`):
 /// pause the workers and say so, then resume or exit as told. If the
 /// supervisor goes away, serving goes on.
-fn obey_supervisor(channel: Channel, pause: &PauseControl, carry: &StatsCarry) {
+fn obey_supervisor<F: Filesystem>(
+    channel: Channel,
+    pause: &PauseControl,
+    carry: &StatsCarry,
+    fs: &F,
+) {
     loop {
         match channel.recv::<ToServer>(None) {
             Ok((ToServer::Quiesce, _)) => {
-                let answer = if pause.pause(Duration::from_secs(10)) {
+                let (answer, saved) = if !pause.pause(Duration::from_secs(10)) {
+                    pause.resume();
+                    let error = "workers did not pause within 10 s".into();
+                    (ToSupervisor::Failed { error }, None)
+                } else {
                     // Every request this server will serve is counted.
                     carry.carry();
-                    ToSupervisor::Quiesced
-                } else {
-                    pause.resume();
-                    ToSupervisor::Failed {
-                        error: "workers did not pause within 10 s".into(),
+                    match fs.state_in_process().then(|| save_state(fs)).transpose() {
+                        Ok(saved) => (ToSupervisor::Quiesced, saved),
+                        Err(e) => {
+                            tracing::error!(error = %e, "saving the filesystem's state failed; serving on");
+                            pause.resume();
+                            let error = format!(
+                                "the serving process could not save its filesystem's state: {e}"
+                            );
+                            (ToSupervisor::Failed { error }, None)
+                        }
                     }
                 };
-                let _ = channel.send(&answer, &[]);
+                let fds: Vec<_> = saved.iter().map(std::os::fd::AsFd::as_fd).collect();
+                let _ = channel.send(&answer, &fds);
             }
             Ok((ToServer::Resume, _)) => {
                 tracing::info!("upgrade abandoned; serving again");
@@ -852,6 +899,13 @@ fn obey_supervisor(channel: Channel, pause: &PauseControl, carry: &StatsCarry) {
     }
 }
 
+/// What a planned upgrade's new server has beyond a crash's: nodes
+/// restored ahead, and the filesystem's saved state.
+struct Upgrade {
+    prepared: Option<(Arc<Ledger>, u64)>,
+    saved_state: Option<OwnedFd>,
+}
+
 /// A supervised server's start: INIT's outcome from the state file (or a
 /// handshake, for the first generation or one whose predecessor died
 /// before INIT was done), then, for a later generation, the filesystem's
@@ -864,8 +918,12 @@ fn recover<F: Filesystem>(
     notifier: &Notifier,
     generation: u64,
     state: &Arc<StateFile>,
-    prepared: Option<(Arc<Ledger>, u64)>,
+    upgrade: Upgrade,
 ) -> Result<(Connection, Arc<Ledger>), Error> {
+    let Upgrade {
+        prepared,
+        saved_state,
+    } = upgrade;
     let resend = || {
         notifier.resend().map_err(|e| {
             RecoveryError::Handoff(format!(
@@ -905,6 +963,9 @@ fn recover<F: Filesystem>(
         );
     }
     let began = std::time::Instant::now();
+    if let Some(fd) = saved_state {
+        load_state(&**fs, fd)?;
+    }
     let (nodes, nodes_failed) = match seen {
         // Restored ahead: only what the previous server changed since.
         Some(seen) => {
@@ -941,12 +1002,64 @@ fn recover<F: Filesystem>(
     Ok((conn, ledger))
 }
 
-/// The ledger of a supervised session, asking `fs` for node keys.
+/// The ledger of a supervised session, asking `fs` for node keys (and
+/// told by it when one changes).
 fn ledger_for<F: Filesystem>(fs: &Arc<F>, state: Arc<StateFile>) -> Arc<Ledger> {
     let weak = Arc::downgrade(fs);
-    Arc::new(Ledger::new(state, move |node| {
+    let ledger = Arc::new(Ledger::new(state, move |node| {
         weak.upgrade().and_then(|fs| fs.node_key(node))
-    }))
+    }));
+    fs.track_key_changes(crate::recovery::KeyChanges::new(&ledger));
+    ledger
+}
+
+/// An upgrade of a filesystem that keeps its state in its process: read
+/// what the previous server saved (it is paused, and the file's offset
+/// is shared with it, so read by position).
+fn load_state<F: Filesystem>(fs: &F, saved: OwnedFd) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    struct At {
+        file: std::fs::File,
+        pos: u64,
+    }
+    impl std::io::Read for At {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.file.read_at(buf, self.pos)?;
+            self.pos += n as u64;
+            Ok(n)
+        }
+    }
+    let began = std::time::Instant::now();
+    let file = std::fs::File::from(saved);
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, At { file, pos: 0 });
+    fs.load_state(&mut reader).map_err(|e| {
+        RecoveryError::Handoff(format!("loading the previous server's saved state: {e}"))
+    })?;
+    tracing::info!(
+        bytes = size,
+        ms = began.elapsed().as_secs_f64() * 1e3,
+        "filesystem state loaded"
+    );
+    Ok(())
+}
+
+/// An upgrade of a filesystem that keeps its state in its process: the
+/// paused old server writes it into a memfd for the next one.
+fn save_state<F: Filesystem>(fs: &F) -> std::io::Result<OwnedFd> {
+    use std::io::Write;
+    let began = std::time::Instant::now();
+    let fd = rustix::fs::memfd_create("fusebox-saved-state", rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    fs.save_state(&mut out)?;
+    out.flush()?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    tracing::info!(
+        bytes = file.metadata().map(|m| m.len()).unwrap_or(0),
+        ms = began.elapsed().as_secs_f64() * 1e3,
+        "filesystem state saved for the next server"
+    );
+    Ok(OwnedFd::from(file))
 }
 
 /// Hand `nodes` to the filesystem; returns how many it could not take.

@@ -9,6 +9,7 @@
 //! file (truncate up, a write past EOF) never exposes stale data.
 
 use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -105,6 +106,54 @@ impl Content {
 
     pub(super) fn size(&self) -> u64 {
         self.size
+    }
+
+    /// For an upgrade (`super::saved`): the size, then each page's index,
+    /// whether it holds bytes (fallocate reserves pages that do not), and
+    /// its bytes.
+    pub(super) fn save(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(&self.size.to_le_bytes())?;
+        out.write_all(&(self.pages.len() as u64).to_le_bytes())?;
+        for (idx, page) in &self.pages {
+            out.write_all(&idx.to_le_bytes())?;
+            match page {
+                Some(p) => {
+                    out.write_all(&[1])?;
+                    out.write_all(&p[..])?;
+                }
+                None => out.write_all(&[0])?,
+            }
+        }
+        Ok(())
+    }
+
+    /// What `save` wrote, with its pages charged to `usage`.
+    pub(super) fn load(input: &mut dyn Read, usage: Arc<Usage>) -> io::Result<Content> {
+        let mut word = [0u8; 8];
+        input.read_exact(&mut word)?;
+        let size = u64::from_le_bytes(word);
+        input.read_exact(&mut word)?;
+        let count = u64::from_le_bytes(word);
+        let mut c = Content::new(usage);
+        c.size = size;
+        for _ in 0..count {
+            input.read_exact(&mut word)?;
+            let idx = u64::from_le_bytes(word);
+            let mut present = [0u8; 1];
+            input.read_exact(&mut present)?;
+            c.usage
+                .reserve(1)
+                .map_err(|_| io::Error::other("the saved files exceed this server's capacity"))?;
+            // Inserted before the bytes are read, so Drop gives the page
+            // back if the read fails.
+            let slot = c.pages.entry(idx).or_insert(None);
+            if present[0] == 1 {
+                let mut p = zero_page();
+                input.read_exact(&mut p[..])?;
+                *slot = Some(p);
+            }
+        }
+        Ok(c)
     }
 
     /// Allocated space in 512-byte units, like `st_blocks`.

@@ -15,6 +15,7 @@
 //! carry generation 0.
 
 mod data;
+mod saved;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -959,5 +960,47 @@ impl Filesystem for MemFs {
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, args: &Create) -> FsResult<(Entry, Opened)> {
         // Born with no name (nlink 0); link(2) may give it one later.
         self.make_open(ctx, parent, None, args)
+    }
+
+    // ------------------------------------------------ upgrade (recovery)
+    // MemFs's files live in this process: an upgrade hands them to the
+    // next server whole (`saved`); a crash loses them, so a supervised
+    // memfs is not restarted after one (DESIGN.md, "Recovery").
+
+    fn state_in_process(&self) -> bool {
+        true
+    }
+
+    fn save_state(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        saved::save(&rlock(&self.state), out)
+    }
+
+    fn load_state(&self, input: &mut dyn std::io::Read) -> std::io::Result<()> {
+        let st = saved::load(input, &self.usage)?;
+        *wlock(&self.state) = st;
+        Ok(())
+    }
+
+    fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
+        Some(node.0.to_le_bytes().to_vec())
+    }
+
+    /// The loaded table has every inode; the kernel's count is the one
+    /// that counts.
+    fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
+        if key != node.0.to_le_bytes() {
+            return Err(Errno::EINVAL);
+        }
+        let st = rlock(&self.state);
+        st.get(node.0)?.lookups.store(nlookup, Relaxed);
+        Ok(())
+    }
+
+    fn restore_handle(&self, h: &fusebox::recovery::HandleRecord) -> FsResult<()> {
+        let st = rlock(&self.state);
+        match st.handles.get(&h.fh) {
+            Some(&ino) if ino == h.node => Ok(()),
+            _ => Err(Errno::EBADF),
+        }
     }
 }

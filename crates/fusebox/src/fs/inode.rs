@@ -270,4 +270,54 @@ pub trait Filesystem: Send + Sync + 'static {
     fn restore_handle(&self, handle: &crate::recovery::HandleRecord) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
+
+    /// Crash recovery's journal, before and after a non-idempotent
+    /// request: the inode number `name` in `parent` has now (ENOENT: no
+    /// such name), without handing the kernel a reference or changing
+    /// what the filesystem knows. The default looks up and forgets at
+    /// once; a filesystem whose lookup records names overrides it.
+    fn probe(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<u64> {
+        let e = self.lookup(ctx, parent, name)?;
+        if e.node.0 == 0 {
+            return Err(Errno::ENOENT);
+        }
+        self.forget(e.node, 1);
+        Ok(e.attr.ino)
+    }
+
+    /// Crash recovery: the previous server applied `change` and died
+    /// before answering; it is answered now without being applied again.
+    /// A filesystem that keeps names in memory (the path-level adapter's
+    /// table, restored from keys the old server may not have updated yet)
+    /// brings them in line, as if it had just made the change itself.
+    fn applied_before_crash(&self, change: &crate::recovery::AppliedChange<'_>) {}
+
+    /// A supervised session starts: if this filesystem's node keys can
+    /// change while the kernel holds the node (a rename moving a node
+    /// named by parent and name), keep `changes` and report each change.
+    fn track_key_changes(&self, changes: crate::recovery::KeyChanges) {}
+
+    /// True if this filesystem keeps its files in its own process (an
+    /// in-memory one). A planned upgrade then hands them over through
+    /// [`save_state`](Filesystem::save_state) and
+    /// [`load_state`](Filesystem::load_state); a crash loses them, so the
+    /// supervisor does not start an empty server under the kernel's nodes
+    /// but fails the mount's requests (EIO) and says why.
+    fn state_in_process(&self) -> bool {
+        false
+    }
+
+    /// Planned upgrade, in the old server once it has paused (no request
+    /// in flight): write everything the next server needs into `out`.
+    /// An error abandons the upgrade; the old server serves on.
+    fn save_state(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// Planned upgrade, in the new server before any node or handle is
+    /// restored: read what the old one's `save_state` wrote. An error
+    /// abandons the upgrade; the old server serves on.
+    fn load_state(&self, saved: &mut dyn std::io::Read) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -483,59 +483,71 @@ fn connection_id(mountpoint: &Path) -> Option<u32> {
     fuse_mount_at(mountpoint).map(|m| m.connection)
 }
 
-/// fusectl at /sys/fs/fuse/connections for as long as it is needed: mounted
-/// on demand (it is not at boot on every machine) and unmounted again when
-/// the last guard of this process goes, if this process mounted it, so no
-/// mount outlives its use. Guards are counted so that concurrent aborts do
-/// not unmount it under each other.
-pub struct Fusectl(());
-
-/// (live guards, whether this process mounted fusectl)
-static FUSECTL: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+/// fusectl for one abort: the system's, if it is mounted at
+/// /sys/fs/fuse/connections, or else a private mount of it in a directory
+/// of its own, made for this call and removed after (fusectl has a single
+/// superblock, so any mount of it shows every connection). A mount made on
+/// demand at the system path could be unmounted under us by another
+/// process finishing its own abort (two `fusebox umount --abort` at once:
+/// the second then found no connection and failed); a private one cannot.
+struct Fusectl {
+    dir: PathBuf,
+    private: bool,
+}
 
 impl Fusectl {
-    /// Make fusectl available (needs root).
-    pub fn open() -> Result<Fusectl, Error> {
-        let mut st = FUSECTL.lock().unwrap_or_else(|p| p.into_inner());
-        if st.0 == 0 {
-            let present = std::fs::read_to_string("/proc/self/mountinfo")
-                .map(|t| t.lines().any(|l| l.contains(" - fusectl ")))
-                .unwrap_or(false);
-            if !present {
-                rustix::mount::mount(
-                    "fusectl",
-                    FUSECTL_DIR,
-                    "fusectl",
-                    rustix::mount::MountFlags::empty(),
-                    None,
-                )
-                .map_err(|e| Error::Mount {
-                    mountpoint: FUSECTL_DIR.into(),
-                    source: e.into(),
-                })?;
-                st.1 = true;
-            }
+    /// Make fusectl available (a private mount needs root).
+    fn open() -> Result<Fusectl, Error> {
+        let system = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|t| {
+                t.lines()
+                    .any(|l| l.contains(" - fusectl ") && l.split(' ').nth(4) == Some(FUSECTL_DIR))
+            })
+            .unwrap_or(false);
+        if system {
+            return Ok(Fusectl {
+                dir: FUSECTL_DIR.into(),
+                private: false,
+            });
         }
-        st.0 += 1;
-        Ok(Fusectl(()))
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "fusebox-fusectl-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let mount_err = |e: io::Error| Error::Mount {
+            mountpoint: dir.clone(),
+            source: e,
+        };
+        std::fs::create_dir(&dir).map_err(mount_err)?;
+        if let Err(e) = rustix::mount::mount(
+            "fusectl",
+            &dir,
+            "fusectl",
+            rustix::mount::MountFlags::empty(),
+            None,
+        ) {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(mount_err(e.into()));
+        }
+        Ok(Fusectl { dir, private: true })
     }
 }
 
 impl Drop for Fusectl {
     fn drop(&mut self) {
-        let mut st = FUSECTL.lock().unwrap_or_else(|p| p.into_inner());
-        st.0 -= 1;
-        if st.0 == 0 && st.1 {
-            let _ = rustix::mount::unmount(FUSECTL_DIR, rustix::mount::UnmountFlags::DETACH);
-            st.1 = false;
+        if self.private {
+            let _ = rustix::mount::unmount(&self.dir, rustix::mount::UnmountFlags::DETACH);
+            let _ = std::fs::remove_dir(&self.dir);
         }
     }
 }
 
 /// Abort FUSE connection `id` through fusectl.
 pub fn abort_connection(id: u32) -> Result<(), Error> {
-    let _fusectl = Fusectl::open()?;
-    let path = Path::new(FUSECTL_DIR).join(id.to_string()).join("abort");
+    let fusectl = Fusectl::open()?;
+    let path = fusectl.dir.join(id.to_string()).join("abort");
     std::fs::write(&path, b"1")
         .map_err(|e| Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
 }

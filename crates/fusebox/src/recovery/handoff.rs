@@ -26,12 +26,21 @@ const MAX_MESSAGE: usize = 64 << 10;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToServer {
     /// Serve the mount: the fds that come with it are the /dev/fuse fd,
-    /// `clones` cloned fds of it (one per classic worker), and the state
-    /// file, in that order.
+    /// `clones` cloned fds of it (one per classic worker), the state
+    /// file, then the two optional ones below, in that order.
     Take {
         generation: u64,
         mountpoint: PathBuf,
         clones: usize,
+        /// An fd follows the state file: the mount's listening stats
+        /// socket, to answer `fusebox stats` on.
+        #[serde(default)]
+        stats_socket: bool,
+        /// A last fd follows: what the previous server's
+        /// `Filesystem::save_state` wrote (a planned upgrade of a
+        /// filesystem that keeps its state in its process).
+        #[serde(default)]
+        saved_state: bool,
     },
     /// Planned upgrade, before the serving process pauses: the state file
     /// comes with it; restore the nodes from it now, answer `Prepared`,
@@ -53,13 +62,24 @@ pub enum ToSupervisor {
     /// pauses the serving process only once its successor is this far.
     Standing { pid: u32 },
     /// Serving: every request from now on is answered.
-    Serving { pid: u32 },
+    /// `recovers_from_crash`: false for a filesystem that keeps its state
+    /// in its process; if this server dies, nothing is restarted.
+    Serving {
+        pid: u32,
+        #[serde(default = "yes")]
+        recovers_from_crash: bool,
+    },
     /// Could not take over; the supervisor decides what next.
     Failed { error: String },
-    /// Paused for an upgrade: no worker reads or holds a request.
+    /// Paused for an upgrade: no worker reads or holds a request. An fd
+    /// comes with it if the filesystem saved its state for the next server.
     Quiesced,
     /// The nodes are restored ahead of an upgrade.
     Prepared,
+}
+
+fn yes() -> bool {
+    true
 }
 
 pub struct Channel {

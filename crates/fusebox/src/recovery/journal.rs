@@ -59,6 +59,7 @@ pub(crate) enum Kind<'a> {
     Moves {
         from: (NodeId, &'a OsStr),
         to: (NodeId, &'a OsStr),
+        flags: u32,
     },
     /// A write at the end of a file opened O_APPEND.
     Appends { node: NodeId, len: u32 },
@@ -90,6 +91,7 @@ impl<'a> Kind<'a> {
             Op::Rename(r) => Kind::Moves {
                 from: (r.parent, r.name),
                 to: (r.new_parent, r.new_name),
+                flags: r.flags,
             },
             Op::Setattr(a) if a.size.is_some() => Kind::Truncates,
             Op::Write(w)
@@ -107,17 +109,26 @@ impl<'a> Kind<'a> {
     }
 }
 
-/// The inode `name` in `parent` is now, if any, without keeping the
-/// lookup reference the probe took.
+/// The inode `name` in `parent` is now, if any (`Filesystem::probe`:
+/// nothing is handed to the kernel or changed in the filesystem's view).
 fn probe_name<F: Filesystem>(fs: &F, ctx: &Ctx, parent: NodeId, name: &OsStr) -> Before {
-    match fs.lookup(ctx, parent, name) {
-        Ok(e) if e.node.0 != 0 => {
-            fs.forget(e.node, 1);
-            Before::Present { ino: e.attr.ino }
-        }
-        Ok(_) | Err(Errno::ENOENT) => Before::Absent,
+    match fs.probe(ctx, parent, name) {
+        Ok(ino) => Before::Present { ino },
+        Err(Errno::ENOENT) => Before::Absent,
         Err(_) => Before::Unknown,
     }
+}
+
+/// A namespace change the previous server applied but died before
+/// answering; the new server answers it without applying it again, and
+/// tells the filesystem (`Filesystem::applied_before_crash`), whose view
+/// restored from the ledger may predate it.
+#[derive(Debug)]
+pub enum AppliedChange<'a> {
+    /// UNLINK or RMDIR of `name` in `parent`.
+    Removed { parent: NodeId, name: &'a OsStr },
+    /// RENAME.
+    Renamed(&'a crate::fs::ops::Rename<'a>),
 }
 
 /// Step 1: what the request will change, as it is now.
@@ -211,10 +222,16 @@ pub(crate) fn replay<F: Filesystem>(
             match probe_name(fs, ctx, *parent, name) {
                 Before::Present { ino: now } if now == ino => None,
                 Before::Unknown => None,
-                _ => Some(Ok(Outcome::Empty)),
+                _ => {
+                    fs.applied_before_crash(&AppliedChange::Removed {
+                        parent: *parent,
+                        name,
+                    });
+                    Some(Ok(Outcome::Empty))
+                }
             }
         }
-        (Kind::Moves { from, to }, Before::Present { ino }) => {
+        (Kind::Moves { from, to, flags }, Before::Present { ino }) => {
             let source_moved = !matches!(
                 probe_name(fs, ctx, from.0, from.1),
                 Before::Present { ino: now } if now == ino
@@ -223,7 +240,17 @@ pub(crate) fn replay<F: Filesystem>(
                 probe_name(fs, ctx, to.0, to.1),
                 Before::Present { ino: now } if now == ino
             );
-            (source_moved && target_is_it).then_some(Ok(Outcome::Empty))
+            (source_moved && target_is_it).then(|| {
+                let args = crate::fs::ops::Rename {
+                    parent: from.0,
+                    name: from.1,
+                    new_parent: to.0,
+                    new_name: to.1,
+                    flags: *flags,
+                };
+                fs.applied_before_crash(&AppliedChange::Renamed(&args));
+                Ok(Outcome::Empty)
+            })
         }
         (Kind::Appends { node, len }, Before::Size(size)) => fs
             .getattr(ctx, *node, None)

@@ -10,7 +10,7 @@
 //! node kept until unmount), never one it holds that the ledger lacks.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
@@ -165,6 +165,21 @@ impl Ledger {
         }
     }
 
+    /// `node`'s key changed (see [`KeyChanges`]): ask the filesystem again.
+    /// Its key is read under the node's map entry, so a lookup or forget
+    /// of the same node waits, and the newest key is the one kept.
+    pub fn rekey(&self, node: NodeId) {
+        let Some(slot) = self.nodes.get_mut(&node.0) else {
+            return;
+        };
+        match (self.key_of)(node).filter(|k| k.len() <= MAX_KEY) {
+            Some(key) => self.state.node_set_key(*slot, &key),
+            // No key it could be found by any more: none at all, so a new
+            // server does not restore it as whatever the old key now names.
+            None => self.state.node_set_key(*slot, &[]),
+        }
+    }
+
     /// The kernel gave back `n` references to `node` (FORGET).
     pub fn forgot(&self, node: u64, n: u64) {
         let Some(slot) = self.nodes.get(&node).map(|s| *s) else {
@@ -290,6 +305,29 @@ impl Ledger {
     pub fn handle_flags(&self, fh: u64) -> Option<u32> {
         let slot = *self.handles.get(&fh)?;
         Some(self.state.handle_flags(slot))
+    }
+}
+
+/// How a filesystem whose node keys change (the path-level adapter: a
+/// rename moves a node to another parent and name) tells the ledger, so
+/// that a new server finds the node where it is now. Handed over by
+/// [`Filesystem::track_key_changes`](crate::Filesystem::track_key_changes)
+/// when a supervised session starts.
+#[derive(Clone)]
+pub struct KeyChanges(Weak<Ledger>);
+
+impl KeyChanges {
+    pub(crate) fn new(ledger: &Arc<Ledger>) -> KeyChanges {
+        KeyChanges(Arc::downgrade(ledger))
+    }
+
+    /// `node`'s key is no longer what `node_key` gave: it is asked again.
+    /// Call this once the change is what `node_key` sees, and never while
+    /// holding a lock `node_key` takes.
+    pub fn changed(&self, node: NodeId) {
+        if let Some(ledger) = self.0.upgrade() {
+            ledger.rekey(node);
+        }
     }
 }
 

@@ -38,7 +38,8 @@ pub mod supervisor;
 use std::io;
 
 pub use handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
-pub use ledger::{Ledger, Restored};
+pub use journal::AppliedChange;
+pub use ledger::{KeyChanges, Ledger, Restored};
 pub use state::{Capacity, HandleRecord, RecoveryTotals, StateFile};
 pub use supervisor::{
     control_socket_for, request_upgrade, Supervisor, SupervisorConfig, SupervisorExit,

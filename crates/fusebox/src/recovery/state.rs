@@ -299,6 +299,20 @@ impl StateFile {
         self.map.u64_at(H_NODES_LIVE).fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Give a published node another key (its filesystem moved it). The
+    /// length goes to 0 while the bytes change, so a reader (or a crash)
+    /// in between sees no key, never half of one: such a node is not
+    /// restored, rather than restored as something else.
+    pub fn node_set_key(&self, slot: usize, key: &[u8]) {
+        let off = self.node_off(slot);
+        debug_assert!(key.len() <= MAX_KEY);
+        let len = self.map.u32_at(off + 16);
+        len.store(0, Ordering::Release);
+        self.map.write(off + N_KEY, key);
+        len.store(key.len() as u32, Ordering::Release);
+        self.stamp(off);
+    }
+
     /// Mark the slot at `off` changed, after the change: a reader that
     /// loaded the sequence before this sees a stamp above what it loaded.
     fn stamp(&self, off: usize) {

@@ -22,7 +22,7 @@ use super::state::{Capacity, StateFile};
 use super::RecoveryError;
 use crate::mount::Mount;
 use crate::protocol::{send_error, Notifier};
-use crate::stats::{Snapshot, StatsServer};
+use crate::stats::{Snapshot, StatsServer, StatsSocket};
 use crate::transport::dev::{device_gone, DevChannel};
 
 #[derive(Clone, Debug)]
@@ -55,6 +55,9 @@ struct Running {
     generation: u64,
     pid: u32,
     channel: Channel,
+    /// False if its filesystem keeps its state in its process: a crash
+    /// leaves nothing a new server could serve the kernel's nodes from.
+    recovers_from_crash: bool,
 }
 
 enum Event {
@@ -174,6 +177,9 @@ pub struct Supervisor {
     mount: Arc<Mount>,
     clones: Vec<OwnedFd>,
     state: Arc<StateFile>,
+    /// The mount's stats socket, answered on by whichever server serves
+    /// (a `fusebox stats` between two servers waits for the next).
+    stats: Option<StatsSocket>,
     cfg: SupervisorConfig,
     stopping: Arc<AtomicBool>,
 }
@@ -181,6 +187,20 @@ pub struct Supervisor {
 impl Supervisor {
     /// Take over `mount` (made by this process, not yet INIT'ed).
     pub fn new(mount: Mount, cfg: SupervisorConfig) -> Result<Supervisor, RecoveryError> {
+        let stats = StatsSocket::bind(mount.mountpoint())
+            .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"))
+            .ok();
+        Self::with_stats_socket(mount, stats, cfg)
+    }
+
+    /// `new`, with the mount's stats socket bound before the mount was
+    /// made (`StatsSocket::bind`), so that `fusebox stats` connects from
+    /// the moment the mount appears.
+    pub fn with_stats_socket(
+        mount: Mount,
+        stats: Option<StatsSocket>,
+        cfg: SupervisorConfig,
+    ) -> Result<Supervisor, RecoveryError> {
         let clones = (0..cfg.clones.max(1))
             .map(|_| crate::sys::clone_device(mount.device().as_fd()))
             .collect::<Result<Vec<_>, _>>()
@@ -190,6 +210,7 @@ impl Supervisor {
             mount: Arc::new(mount),
             clones,
             state,
+            stats,
             cfg,
             stopping: Arc::new(AtomicBool::new(false)),
         })
@@ -316,6 +337,14 @@ impl Supervisor {
             if device_gone(self.mount.device().as_fd()) || self.stopping.load(Ordering::Acquire) {
                 return Ok(SupervisorExit::Unmounted);
             }
+            if current.as_ref().is_some_and(|c| !c.recovers_from_crash) {
+                let status = format!(
+                    "not serving: the server died ({why}), and its filesystem kept its files in that process (an upgrade hands them over, a crash loses them); requests fail with EIO until unmounted"
+                );
+                tracing::error!("{status}");
+                self.state.set_status(&status);
+                return self.serve_failed();
+            }
             tracing::error!(generation, reason = %why, "server died; starting another");
             deaths.push_back(now);
             while deaths
@@ -391,20 +420,27 @@ impl Supervisor {
             kill_new();
             return Err(format!("the serving process does not listen: {e}"));
         }
-        match old
+        // Saving a filesystem's state happens inside the pause, so it may
+        // take longer than a start.
+        let saved = match old
             .channel
-            .recv::<ToSupervisor>(Some(self.cfg.start_timeout))
+            .recv::<ToSupervisor>(Some(self.cfg.start_timeout.max(Duration::from_secs(60))))
         {
-            Ok((ToSupervisor::Quiesced, _)) => {}
+            Ok((ToSupervisor::Quiesced, fds)) => fds.into_iter().next(),
+            Ok((ToSupervisor::Failed { error }, _)) => {
+                kill_new();
+                let _ = old.channel.send(&ToServer::Resume, &[]);
+                return Err(format!("{error}; it goes on serving"));
+            }
             other => {
                 kill_new();
                 let _ = old.channel.send(&ToServer::Resume, &[]);
                 return Err(format!("the serving process did not pause: {other:?}"));
             }
-        }
+        };
         self.state.set_generation(next_gen);
-        match self.hand_over(&channel, next_gen) {
-            Ok(pid) => {
+        match self.hand_over(&channel, next_gen, saved.as_ref()) {
+            Ok((pid, recovers_from_crash)) => {
                 let pause = began.elapsed();
                 self.state.set_last_pause_us(pause.as_micros() as u64);
                 let _ = old.channel.send(&ToServer::Exit, &[]);
@@ -419,6 +455,7 @@ impl Supervisor {
                     generation: next_gen,
                     pid,
                     channel,
+                    recovers_from_crash,
                 })
             }
             Err(why) => {
@@ -467,23 +504,40 @@ impl Supervisor {
         }
     }
 
-    /// Hand the mount to a started server and wait until it serves.
-    fn hand_over(&self, channel: &Channel, generation: u64) -> Result<u32, String> {
+    /// Hand the mount (and an upgrade's saved filesystem state) to a
+    /// started server and wait until it serves: its pid, and whether it
+    /// can be restarted after a crash.
+    fn hand_over(
+        &self,
+        channel: &Channel,
+        generation: u64,
+        saved: Option<&OwnedFd>,
+    ) -> Result<(u32, bool), String> {
         let mut fds: Vec<BorrowedFd<'_>> = vec![self.mount.device().as_fd()];
         fds.extend(self.clones.iter().map(|c| c.as_fd()));
         fds.push(self.state.fd().as_fd());
+        fds.extend(self.stats.as_ref().map(|s| s.listener().as_fd()));
+        fds.extend(saved.map(|s| s.as_fd()));
         let take = ToServer::Take {
             generation,
             mountpoint: self.mount.mountpoint().to_path_buf(),
             clones: self.clones.len(),
+            stats_socket: self.stats.is_some(),
+            saved_state: saved.is_some(),
         };
         channel
             .send(&take, &fds)
             .map_err(|e| format!("handing over the mount: {e}"))?;
         match channel.recv::<ToSupervisor>(Some(self.cfg.start_timeout)) {
-            Ok((ToSupervisor::Serving { pid }, _)) => {
+            Ok((
+                ToSupervisor::Serving {
+                    pid,
+                    recovers_from_crash,
+                },
+                _,
+            )) => {
                 self.state.set_server_pid(pid);
-                Ok(pid)
+                Ok((pid, recovers_from_crash))
             }
             Ok((ToSupervisor::Failed { error }, _)) => Err(error),
             Ok((other, _)) => Err(format!("unexpected answer {other:?}")),
@@ -520,12 +574,13 @@ impl Supervisor {
         Self::watch(child, generation, events.clone());
         match self
             .await_standing(&channel)
-            .and_then(|()| self.hand_over(&channel, generation))
+            .and_then(|()| self.hand_over(&channel, generation, None))
         {
-            Ok(pid) => Ok(Running {
+            Ok((pid, recovers_from_crash)) => Ok(Running {
                 generation,
                 pid,
                 channel,
+                recovers_from_crash,
             }),
             Err(why) => {
                 let _ = rustix::process::kill_process(
@@ -542,13 +597,21 @@ impl Supervisor {
     fn serve_failed(&self) -> Result<SupervisorExit, RecoveryError> {
         let status = self.state.clone();
         let mountpoint = self.mount.mountpoint().display().to_string();
-        let stats = StatsServer::start(self.mount.mountpoint(), move || Snapshot {
+        let snapshot = move || Snapshot {
             mountpoint: mountpoint.clone(),
             pid: std::process::id(),
             transport: "none (not serving)".into(),
             recovery: Some(status.totals()),
             ..Snapshot::default()
-        })
+        };
+        let stats = match &self.stats {
+            Some(socket) => socket
+                .listener()
+                .try_clone()
+                .map_err(crate::Error::Io)
+                .and_then(|l| StatsServer::serve_shared(l, self.mount.mountpoint(), snapshot)),
+            None => StatsServer::start(self.mount.mountpoint(), snapshot),
+        }
         .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable"))
         .ok();
         let device = DevChannel::new(self.mount.device().try_clone().map_err(RecoveryError::Io)?);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use fusebox_abi::Opcode;
 use serde::{Deserialize, Serialize};
 
-pub use server::{fetch, socket_path_for, StatsServer};
+pub use server::{fetch, socket_path_for, StatsServer, StatsSocket};
 
 /// Histogram bins: bin N counts requests that took 2^(N+1)..2^(N+2) ns.
 pub const BINS: usize = 32;

@@ -48,13 +48,23 @@ pub struct StatsServer {
     #[cfg_attr(not(test), allow(dead_code))]
     tid: Option<i32>,
     thread: Option<JoinHandle<()>>,
+    /// The listening socket is someone else's too (`serve_shared`).
+    shared: bool,
 }
 
-impl StatsServer {
-    pub fn start(
-        mountpoint: &Path,
-        snapshot: impl Fn() -> Snapshot + Send + 'static,
-    ) -> Result<StatsServer, Error> {
+/// A bound stats socket that outlives the servers answering on it: a
+/// supervisor keeps one per mount and hands it to each server, so
+/// `fusebox stats` connects even between two servers (the connection
+/// waits in the backlog for the next one). Its file goes with it.
+pub struct StatsSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    bound: Option<(u64, u64)>,
+}
+
+impl StatsSocket {
+    /// Bind the stats socket of `mountpoint`, replacing a stale one.
+    pub fn bind(mountpoint: &Path) -> Result<StatsSocket, Error> {
         let path = socket_path_for(mountpoint);
         let err = |source| Error::Stats {
             path: path.clone(),
@@ -63,16 +73,75 @@ impl StatsServer {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        // A stale socket from a daemon that died, or from one still exiting
-        // after its unmount (mount(2) allows one daemon per mountpoint).
-        let (listener, bound) = {
-            let _turn = SocketLock::take(&path);
-            sweep_stale_sockets(&path);
-            let _ = std::fs::remove_file(&path);
-            let listener = UnixListener::bind(&path).map_err(err)?;
-            (listener, identity(&path))
+        let _turn = SocketLock::take(&path);
+        sweep_stale_sockets(&path);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(err)?;
+        let bound = identity(&path);
+        Ok(StatsSocket {
+            listener,
+            path,
+            bound,
+        })
+    }
+
+    fn err(&self, source: std::io::Error) -> Error {
+        Error::Stats {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    pub fn listener(&self) -> &UnixListener {
+        &self.listener
+    }
+}
+
+impl Drop for StatsSocket {
+    fn drop(&mut self) {
+        let _turn = SocketLock::take(&self.path);
+        if self.bound.is_some() && identity(&self.path) == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl StatsServer {
+    pub fn start(
+        mountpoint: &Path,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> Result<StatsServer, Error> {
+        let mut socket = StatsSocket::bind(mountpoint)?;
+        let listener = socket.listener.try_clone().map_err(|e| socket.err(e))?;
+        let mut server = Self::serve_on(listener, socket.path.clone(), false, snapshot)?;
+        // The server removes the file from now on, not the socket.
+        server.bound = socket.bound.take();
+        Ok(server)
+    }
+
+    /// Answer on a listening socket someone else keeps (a supervisor's,
+    /// handed to each server it starts): dropping this neither closes it
+    /// for the others (no shutdown) nor removes its file, and does not wait
+    /// for the thread, which may be blocked in accept(2) until the process
+    /// ends (a supervised server's process ends with its session).
+    pub fn serve_shared(
+        listener: UnixListener,
+        mountpoint: &Path,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> Result<StatsServer, Error> {
+        Self::serve_on(listener, socket_path_for(mountpoint), true, snapshot)
+    }
+
+    fn serve_on(
+        listener: UnixListener,
+        path: PathBuf,
+        shared: bool,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> Result<StatsServer, Error> {
+        let err = |source| Error::Stats {
+            path: path.clone(),
+            source,
         };
-        // Kept to wake the blocked accept at shutdown.
         let waker = listener.try_clone().map_err(err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -86,11 +155,12 @@ impl StatsServer {
             .map_err(err)?;
         Ok(StatsServer {
             path,
-            bound,
+            bound: None,
             stop,
             waker,
             tid: tid_rx.recv().ok(),
             thread: Some(thread),
+            shared,
         })
     }
 
@@ -130,6 +200,9 @@ fn serve(listener: UnixListener, stop: Arc<AtomicBool>, snapshot: impl Fn() -> S
 impl Drop for StatsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        if self.shared {
+            return;
+        }
         if rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Both).is_err() {
             // Some kernels refuse shutdown on a listener: a connection of
             // our own wakes the accept instead.

@@ -14,12 +14,13 @@ pub use asynchronous::{AsyncPathFilesystem, ReadyPath};
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::inode::Filesystem;
 use super::ops::*;
 use crate::error::{Errno, FsResult};
 use crate::protocol::{Connection, DataOut, DirEntries, Notifier};
+use crate::recovery::{AppliedChange, HandleRecord, KeyChanges};
 use crate::types::*;
 use table::Table;
 
@@ -243,6 +244,15 @@ pub trait PathFilesystem: Send + Sync + 'static {
     ) -> FsResult<u64> {
         Err(Errno::ENOSYS)
     }
+
+    /// Crash recovery (`fusebox::recovery`), in a new server: the kernel
+    /// holds `handle` open on `path` (a file, or a directory if
+    /// `handle.dir`); reopen it under the same number, which later handles
+    /// must not reuse. The adapter restores the names and node ids itself;
+    /// without this, handles opened before a crash fail with EBADF.
+    fn restore_handle(&self, path: &Path, handle: &HandleRecord) -> FsResult<()> {
+        Err(Errno::ENOSYS)
+    }
 }
 
 /// What readdir reports for an `ino` of 0, the value libfuse uses too.
@@ -269,6 +279,9 @@ const UNKNOWN_INO: u64 = 0xffff_ffff;
 pub struct PathAdapter<F> {
     fs: F,
     table: RwLock<Table>,
+    /// Under a supervisor: where moved nodes' new keys go (the latest
+    /// ledger's; a server may make one ahead of an upgrade, then another).
+    keys: Mutex<Option<KeyChanges>>,
 }
 
 impl<F> PathAdapter<F> {
@@ -280,6 +293,7 @@ impl<F> PathAdapter<F> {
         PathAdapter {
             fs,
             table: RwLock::new(Table::new()),
+            keys: Mutex::new(None),
         }
     }
 
@@ -318,6 +332,30 @@ impl<F> PathAdapter<F> {
         self.table.write().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A change that may move names: nodes whose primary name moved get
+    /// their recovery keys asked for again, once the lock is released
+    /// (the ledger reads them through `node_key`, which takes it).
+    fn update<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+        let (r, moved) = {
+            let mut t = self.write();
+            let r = f(&mut t);
+            (r, t.moved.as_mut().map(std::mem::take))
+        };
+        if let Some(moved) = moved.filter(|m| !m.is_empty()) {
+            let keys = self
+                .keys
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(keys) = keys {
+                for node in moved {
+                    keys.changed(node);
+                }
+            }
+        }
+        r
+    }
+
     /// `has_fh`: the call carries an open file's handle, so a stale path is
     /// acceptable (see [`PathFilesystem`]).
     fn path(&self, node: NodeId, has_fh: bool) -> FsResult<PathBuf> {
@@ -338,7 +376,7 @@ impl<F> PathAdapter<F> {
         attr: FileAttr,
         t: &Timeouts,
     ) -> FsResult<Entry> {
-        let node = self.write().register(parent, name, &attr)?;
+        let node = self.update(|t| t.register(parent, name, &attr))?;
         Ok(Entry::new(node, attr, t))
     }
 
@@ -365,7 +403,7 @@ impl<F> PathAdapter<F> {
     /// appearing there later gets a fresh node; then ENOENT, or a negative
     /// entry the kernel may cache.
     fn not_found(&self, parent: NodeId, name: &OsStr, t: &Timeouts) -> FsResult<Entry> {
-        self.write().detach_name(parent, name);
+        self.update(|t| t.detach_name(parent, name));
         match t.negative {
             ttl if ttl.is_zero() => Err(Errno::ENOENT),
             ttl => Ok(Entry::negative(ttl)),
@@ -375,13 +413,15 @@ impl<F> PathAdapter<F> {
     /// Unlink, rmdir and rename succeeded: move the names the same way.
     fn renamed(&self, args: &Rename) {
         let exchange = args.flags & libc::RENAME_EXCHANGE != 0;
-        self.write().rename(
-            args.parent,
-            args.name,
-            args.new_parent,
-            args.new_name,
-            exchange,
-        );
+        self.update(|t| {
+            t.rename(
+                args.parent,
+                args.name,
+                args.new_parent,
+                args.new_name,
+                exchange,
+            )
+        });
     }
 }
 
@@ -504,13 +544,13 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn unlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
         self.fs.unlink(ctx, &self.child_path(parent, name)?)?;
-        self.write().detach_name(parent, name);
+        self.update(|t| t.detach_name(parent, name));
         Ok(())
     }
 
     fn rmdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
         self.fs.rmdir(ctx, &self.child_path(parent, name)?)?;
-        self.write().detach_name(parent, name);
+        self.update(|t| t.detach_name(parent, name));
         Ok(())
     }
 
@@ -534,7 +574,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
             .fs
             .link(ctx, &existing, &self.child_path(new_parent, new_name)?)?;
         let t = self.fs.timeouts();
-        let id = self.write().link(node, new_parent, new_name, &attr)?;
+        let id = self.update(|t| t.link(node, new_parent, new_name, &attr))?;
         Ok(Entry::new(id, attr, &t))
     }
 
@@ -657,5 +697,78 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let path_in = self.path(args.node_in, true)?;
         let path_out = self.path(args.node_out, true)?;
         self.fs.copy_file_range(ctx, &path_in, &path_out, args)
+    }
+
+    // Recovery: a node is found again by its parent's id and its name,
+    // which the next server's table is rebuilt from; a rename or unlink
+    // changes that, and is reported (`update`).
+
+    fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
+        let t = self.read();
+        table::encode_key(t.nodes.get(&node)?, crate::recovery::state::MAX_KEY)
+    }
+
+    fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
+        let (names, kind) = table::decode_key(key)?;
+        self.write().restore(node, names, kind, nlookup);
+        Ok(())
+    }
+
+    /// Only a file some name still leads to can be opened again: the last
+    /// path of an unlinked one may name another file by now.
+    fn restore_handle(&self, handle: &HandleRecord) -> FsResult<()> {
+        let node = NodeId(handle.node);
+        let path = self.path(node, false)?;
+        self.fs.restore_handle(&path, handle)?;
+        if !handle.dir {
+            self.write().opened(node, FileHandle(handle.fh));
+        }
+        Ok(())
+    }
+
+    /// By path, without registering the name (or detaching it when it is
+    /// gone): the journal's look must not move the table.
+    fn probe(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<u64> {
+        let path = self.child_path(parent, name)?;
+        Ok(self.fs.getattr(ctx, &path, None)?.ino)
+    }
+
+    /// The table restored from the ledger may predate the change (the old
+    /// server died between making it and recording it): make it now, once.
+    fn applied_before_crash(&self, change: &AppliedChange<'_>) {
+        match change {
+            AppliedChange::Removed { parent, name } => {
+                self.update(|t| t.detach_name(*parent, name));
+            }
+            // Whether the table swapped already cannot be told from the
+            // names (both exist either way): unmap both, so the two nodes
+            // fail (ENOENT) rather than reach each other's file, and the
+            // next lookups map the names afresh.
+            AppliedChange::Renamed(args) if args.flags & libc::RENAME_EXCHANGE != 0 => {
+                self.update(|t| {
+                    t.detach_name(args.parent, args.name);
+                    t.detach_name(args.new_parent, args.new_name);
+                });
+            }
+            // Mirrored already if the source name is free in the table.
+            AppliedChange::Renamed(args) => {
+                self.update(|t| {
+                    if t.child(args.parent, args.name).is_some() {
+                        t.rename(
+                            args.parent,
+                            args.name,
+                            args.new_parent,
+                            args.new_name,
+                            false,
+                        );
+                    }
+                });
+            }
+        }
+    }
+
+    fn track_key_changes(&self, changes: KeyChanges) {
+        self.write().moved.get_or_insert_with(Vec::new);
+        *self.keys.lock().unwrap_or_else(PoisonError::into_inner) = Some(changes);
     }
 }

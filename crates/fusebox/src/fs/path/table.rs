@@ -34,12 +34,35 @@ pub(super) struct Node {
     open: Vec<FileHandle>,
 }
 
+impl Node {
+    fn unplaced() -> Node {
+        Node {
+            parent: NOWHERE,
+            name: OsString::new(),
+            aliases: Vec::new(),
+            nlookup: 0,
+            kids: 0,
+            linked: false,
+            kind: libc::S_IFDIR,
+            open: Vec::new(),
+        }
+    }
+}
+
 pub(super) struct Table {
     pub(super) nodes: HashMap<NodeId, Node>,
     /// (parent, name) -> node, for linked nodes only.
     pub(super) names: HashMap<Name, NodeId>,
     next: u64,
+    /// Under a supervisor: nodes whose primary name changed since the
+    /// adapter last looked (their recovery key with it).
+    pub(super) moved: Option<Vec<NodeId>>,
 }
+
+/// The parent recorded for a node restored without a place: unlinked,
+/// or a directory only seen as some restored node's parent. No path goes
+/// through it.
+const NOWHERE: NodeId = NodeId(0);
 
 impl Table {
     pub(super) fn new() -> Table {
@@ -57,6 +80,66 @@ impl Table {
             nodes: HashMap::from([(NodeId::ROOT, root)]),
             names: HashMap::new(),
             next: NodeId::ROOT.0 + 1,
+            moved: None,
+        }
+    }
+
+    fn note_moved(&mut self, id: NodeId) {
+        if let Some(m) = &mut self.moved {
+            m.push(id);
+        }
+    }
+
+    /// A new server: `id` is known to the kernel with `nlookup`
+    /// references, at `place` (parent and name) or, unlinked, nowhere.
+    /// Nodes come in any order, and again for one that changed during an
+    /// upgrade: a parent not seen yet stands in as a node without a path
+    /// until it comes.
+    pub(super) fn restore(&mut self, id: NodeId, names: Vec<Name>, kind: u32, nlookup: u64) {
+        if id == NodeId::ROOT || id == NOWHERE {
+            return;
+        }
+        self.next = self.next.max(id.0 + 1);
+        // Again: forget where it was.
+        if let Some(n) = self.nodes.get_mut(&id) {
+            let old = std::mem::replace(&mut n.parent, NOWHERE);
+            let old_name = std::mem::take(&mut n.name);
+            let aliases = std::mem::take(&mut n.aliases);
+            n.linked = false;
+            for key in std::iter::once((old, old_name)).chain(aliases) {
+                if self.names.get(&key) == Some(&id) {
+                    self.names.remove(&key);
+                }
+                if key.0 != NOWHERE {
+                    if let Some(p) = self.nodes.get_mut(&key.0) {
+                        p.kids = p.kids.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        let node = self.nodes.entry(id).or_insert_with(Node::unplaced);
+        node.nlookup = nlookup;
+        node.kind = kind;
+        for (i, key) in names.into_iter().enumerate() {
+            self.nodes.entry(key.0).or_insert_with(Node::unplaced).kids += 1;
+            // A name two restored nodes claim: the later record wins.
+            if let Some(other) = self.names.insert(key.clone(), id).filter(|o| *o != id) {
+                if let Some(o) = self.nodes.get_mut(&other) {
+                    if o.parent == key.0 && o.name == key.1 {
+                        o.linked = false;
+                    } else {
+                        o.aliases.retain(|a| *a != key);
+                    }
+                }
+            }
+            let n = self.nodes.get_mut(&id).expect("inserted above");
+            if i == 0 {
+                n.parent = key.0;
+                n.name = key.1;
+                n.linked = true;
+            } else {
+                n.aliases.push(key);
+            }
         }
     }
 
@@ -75,6 +158,9 @@ impl Table {
         let mut cur = id;
         while cur != NodeId::ROOT {
             let n = self.node(cur)?;
+            if n.parent == NOWHERE {
+                return Err(Errno::ENOENT);
+            }
             if !n.linked && !stale_ok {
                 return Err(Errno::ENOENT);
             }
@@ -195,6 +281,7 @@ impl Table {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.aliases.push(key.clone());
             n.nlookup += 1;
+            self.note_moved(id);
         }
         self.names.insert(key, id);
         Ok(id)
@@ -220,15 +307,18 @@ impl Table {
                 Some((parent, name)) => {
                     let old = std::mem::replace(&mut n.parent, parent);
                     n.name = name;
+                    self.note_moved(id);
                     self.lose_kid(old);
                 }
                 None => {
                     n.linked = false;
+                    self.note_moved(id);
                     self.collect(id);
                 }
             }
         } else if let Some(i) = n.aliases.iter().position(|a| a == key) {
             n.aliases.swap_remove(i);
+            self.note_moved(id);
             self.lose_kid(key.0);
         }
     }
@@ -331,9 +421,66 @@ impl Table {
         if n.linked && n.parent == old.0 && n.name == old.1 {
             n.parent = new.0;
             n.name = new.1.clone();
+            self.note_moved(id);
         } else if let Some(a) = n.aliases.iter_mut().find(|a| *a == old) {
             *a = new.clone();
+            self.note_moved(id);
         }
         self.names.insert(new.clone(), id);
     }
+}
+
+/// A node's recovery key: what a new server needs to put it back in the
+/// table. `b'p'`, the kind (4 bytes LE), then its names, the primary one
+/// first: each a parent id (8 bytes LE), a length (2 bytes LE) and the
+/// bytes. An unlinked node has no names (no path may reach it again).
+/// Hard links beyond what fits in `max` bytes are left out: the next
+/// server gives such a name a node of its own on lookup, as for a link
+/// made behind the mount's back.
+pub(super) fn encode_key(n: &Node, max: usize) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut k = Vec::with_capacity(5 + 10 + n.name.len());
+    k.push(b'p');
+    k.extend_from_slice(&n.kind.to_le_bytes());
+    if !n.linked {
+        return Some(k);
+    }
+    for (i, (parent, name)) in std::iter::once((n.parent, &n.name))
+        .chain(n.aliases.iter().map(|(p, a)| (*p, a)))
+        .enumerate()
+    {
+        if k.len() + 10 + name.len() > max {
+            // Without its primary name the node could not be found.
+            return (i > 0).then_some(k);
+        }
+        k.extend_from_slice(&parent.0.to_le_bytes());
+        k.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        k.extend_from_slice(name.as_bytes());
+    }
+    Some(k)
+}
+
+/// The names (primary first; none if unlinked) and kind a key records.
+pub(super) fn decode_key(mut k: &[u8]) -> FsResult<(Vec<Name>, u32)> {
+    use std::os::unix::ffi::OsStrExt;
+    if k.len() < 5 || k[0] != b'p' {
+        return Err(Errno::EINVAL);
+    }
+    let kind = u32::from_le_bytes(k[1..5].try_into().expect("4 bytes"));
+    k = &k[5..];
+    let mut names = Vec::new();
+    while !k.is_empty() {
+        if k.len() < 10 {
+            return Err(Errno::EINVAL);
+        }
+        let parent = NodeId(u64::from_le_bytes(k[..8].try_into().expect("8 bytes")));
+        let len = u16::from_le_bytes(k[8..10].try_into().expect("2 bytes")) as usize;
+        let name = k.get(10..10 + len).ok_or(Errno::EINVAL)?;
+        if parent == NOWHERE || name.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        names.push((parent, OsStr::from_bytes(name).to_os_string()));
+        k = &k[10 + len..];
+    }
+    Ok((names, kind))
 }
