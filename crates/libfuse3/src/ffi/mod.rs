@@ -1,0 +1,45 @@
+//! The C ABI: every exported function, bound to its libfuse symbol version.
+//!
+//! `versioned!(name, "FUSE_3.x")` emits `.symver name, name@@FUSE_3.x`, so
+//! the dynamic symbol carries the version node Debian's binaries were
+//! linked against (`tests/differential.rs` checks them with `objdump -T`).
+
+#![allow(unsafe_code)]
+
+mod opt;
+mod parse;
+
+/// Bind the exported function `$name` to version node `$node` (one of
+/// `libfuse3.map`'s).
+macro_rules! versioned {
+    ($name:ident, $node:literal) => {
+        std::arch::global_asm!(concat!(
+            ".symver ",
+            stringify!($name),
+            ", ",
+            stringify!($name),
+            "@@",
+            $node
+        ));
+    };
+}
+pub(crate) use versioned;
+
+use std::ffi::{c_char, c_int};
+
+/// `int fuse_version(void)`.
+#[no_mangle]
+pub extern "C" fn fuse_version() -> c_int {
+    crate::FUSE_VERSION
+}
+versioned!(fuse_version, "FUSE_3.0");
+
+/// `const char *fuse_pkgversion(void)`: a static string.
+#[no_mangle]
+pub extern "C" fn fuse_pkgversion() -> *const c_char {
+    static NUL_TERMINATED: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NUL_TERMINATED
+        .get_or_init(|| std::ffi::CString::new(crate::PKG_VERSION).expect("no NUL inside"))
+        .as_ptr()
+}
+versioned!(fuse_pkgversion, "FUSE_3.0");

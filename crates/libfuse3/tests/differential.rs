@@ -1,0 +1,290 @@
+//! The drop-in against Debian's own libfuse3 3.14, by the same unchanged
+//! binary: a C program compiled and linked against Debian's library (with
+//! BIND_NOW, as Debian links its packages) runs once as linked and once
+//! with the loader pointed at ours (`LD_LIBRARY_PATH`); for what is
+//! implemented so far (fuse_opt.h's argument and option-list helpers) the
+//! outputs must be the same. Also: every exported function carries its
+//! libfuse symbol version, and the SONAME is libfuse3.so.3.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where cargo put the cdylib: beside this test in `deps` (where `cargo
+/// test` builds it; the copy one level up is refreshed only by `cargo
+/// build`).
+fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe.parent().unwrap().join("libfuse3.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
+const PROGRAM: &str = r#"
+#define FUSE_USE_VERSION 314
+#include <fuse.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void show(const char *what, struct fuse_args *a) {
+    printf("%s: argc=%d allocated=%d [", what, a->argc, a->allocated);
+    for (int i = 0; i < a->argc; i++) printf("%s\"%s\"", i ? ", " : "", a->argv[i]);
+    printf("] end=%s\n", a->argv && a->argv[a->argc] == NULL ? "NULL" : "?");
+}
+
+int main(int argc, char **argv) {
+    (void)argc; (void)argv;
+    /* Built the way programs build one: from empty (libfuse asserts on
+       adding to a vector it did not allocate; fusebox copies it). */
+    struct fuse_args a = FUSE_ARGS_INIT(0, NULL);
+    printf("add %d\n", fuse_opt_add_arg(&a, "prog"));
+    printf("add %d\n", fuse_opt_add_arg(&a, "-f"));
+    printf("add %d\n", fuse_opt_add_arg(&a, "mnt"));
+    printf("add %d\n", fuse_opt_add_arg(&a, "-o"));
+    printf("add %d\n", fuse_opt_add_arg(&a, "ro,uid=1"));
+    printf("insert %d\n", fuse_opt_insert_arg(&a, 1, "-d"));
+    printf("insert %d\n", fuse_opt_insert_arg(&a, 0, "first"));
+    printf("insert %d\n", fuse_opt_insert_arg(&a, a.argc, "last"));
+    show("args", &a);
+    fuse_opt_free_args(&a);
+    printf("freed: argc=%d argv=%s allocated=%d\n", a.argc, a.argv ? "set" : "NULL", a.allocated);
+    struct fuse_args e = FUSE_ARGS_INIT(0, NULL);
+    printf("add %d\n", fuse_opt_add_arg(&e, "only"));
+    show("empty", &e);
+    fuse_opt_free_args(&e);
+
+    char *opts = NULL;
+    printf("opt %d\n", fuse_opt_add_opt(&opts, "ro"));
+    printf("opt %d\n", fuse_opt_add_opt(&opts, "uid=1"));
+    printf("opt %d\n", fuse_opt_add_opt_escaped(&opts, "a,b\\c"));
+    printf("opt %d\n", fuse_opt_add_opt(&opts, ""));
+    printf("opts: %s\n", opts);
+    free(opts);
+
+    struct fuse_opt spec[] = {
+        FUSE_OPT_KEY("ro", 1), FUSE_OPT_KEY("uid=%u", 2), FUSE_OPT_KEY("-x ", 3),
+        FUSE_OPT_KEY("--name=", 4), FUSE_OPT_KEY("a=b", 5), FUSE_OPT_END
+    };
+    const char *probe[] = { "ro", "rw", "uid=12", "uid", "-xfoo", "-x", "-y",
+                            "--name=z", "--name", "a=b", "a=c", "", NULL };
+    for (int i = 0; probe[i]; i++) printf("match \"%s\" %d\n", probe[i], fuse_opt_match(spec, probe[i]));
+    printf("match with no options %d\n", fuse_opt_match(NULL, "ro"));
+    printf("version %d\n", fuse_version());
+    return 0;
+}
+"#;
+
+/// fuse_opt_parse over many command lines: every option kind, the
+/// processing function keeping, dropping, adding and failing, `--`, and
+/// errors; what the struct and the vector look like after each.
+const PARSE_PROGRAM: &str = r#"
+#define FUSE_USE_VERSION 314
+#include <fuse.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct conf { int ro; int debug; unsigned uid; unsigned long size; char *name; char *xval; int fg; int seen_key; };
+enum { K_HELP = 10, K_VERBOSE, K_ADD, K_FAIL, K_DROP };
+
+static int proc(void *data, const char *arg, int key, struct fuse_args *out) {
+    struct conf *c = data;
+    printf("  proc key=%d arg=\"%s\"\n", key, arg);
+    switch (key) {
+    case K_HELP: c->seen_key++; return 0;
+    case K_VERBOSE: c->seen_key += 10; return 1;
+    case K_ADD: fuse_opt_add_arg(out, "-added"); return 0;
+    case K_FAIL: return -1;
+    case K_DROP: return 0;
+    case FUSE_OPT_KEY_NONOPT: return strcmp(arg, "dropme") ? 1 : 0;
+    default: return 1;
+    }
+}
+
+#define C(t, m, v) { t, offsetof(struct conf, m), v }
+static const struct fuse_opt spec[] = {
+    C("ro", ro, 1), C("-r", ro, 1), C("debug", debug, 1), C("-d", debug, 1),
+    C("uid=%u", uid, 0), C("size=%lu", size, 0), C("--name=%s", name, 0), C("name=%s", name, 0),
+    C("-x %s", xval, 0), C("-f", fg, 1),
+    FUSE_OPT_KEY("-h", K_HELP), FUSE_OPT_KEY("--help", K_HELP), FUSE_OPT_KEY("verbose", K_VERBOSE),
+    FUSE_OPT_KEY("-v", K_VERBOSE), FUSE_OPT_KEY("add", K_ADD), FUSE_OPT_KEY("fail", K_FAIL),
+    FUSE_OPT_KEY("drop", K_DROP), FUSE_OPT_KEY("keep", FUSE_OPT_KEY_KEEP),
+    FUSE_OPT_KEY("discard", FUSE_OPT_KEY_DISCARD), FUSE_OPT_KEY("-k", FUSE_OPT_KEY_KEEP),
+    FUSE_OPT_END
+};
+
+static void run(int with_proc, int argc, const char **argv) {
+    struct fuse_args a = FUSE_ARGS_INIT(0, NULL);
+    for (int i = 0; i < argc; i++) fuse_opt_add_arg(&a, argv[i]);
+    struct conf c; memset(&c, 0, sizeof c);
+    printf("[");
+    for (int i = 0; i < argc; i++) printf("%s%s", i ? " " : "", argv[i]);
+    printf("]\n");
+    int r = fuse_opt_parse(&a, &c, spec, with_proc ? proc : NULL);
+    printf("  -> %d ro=%d debug=%d uid=%u size=%lu name=%s x=%s fg=%d keys=%d\n  out:", r, c.ro, c.debug,
+           c.uid, c.size, c.name ? c.name : "(null)", c.xval ? c.xval : "(null)", c.fg, c.seen_key);
+    for (int i = 0; i < a.argc; i++) printf(" \"%s\"", a.argv[i]);
+    printf(" end=%s\n", a.argv == NULL ? "none" : a.argv[a.argc] == NULL ? "NULL" : "?");
+    free(c.name); free(c.xval);
+    fuse_opt_free_args(&a);
+}
+
+#define RUN(p, ...) do { const char *v[] = { __VA_ARGS__ }; run(p, sizeof v / sizeof *v, v); } while (0)
+
+int main(void) {
+    RUN(1, "prog", "-f", "mnt");
+    RUN(1, "prog", "-o", "ro,uid=42,size=123456789012", "mnt", "-d");
+    RUN(1, "prog", "-oro,unknown,other=1", "mnt");
+    RUN(1, "prog", "-o", "name=a\\,b,verbose", "-o", "keep,discard,drop", "mnt");
+    RUN(1, "prog", "--name=hello", "--name=again", "mnt");
+    RUN(1, "prog", "-x", "sep", "-xjoined", "mnt");
+    RUN(1, "prog", "-h", "--help", "-v", "-k", "mnt");
+    RUN(1, "prog", "dropme", "keepme", "--", "-f", "-o", "ro");
+    RUN(1, "prog", "mnt", "--");
+    RUN(1, "prog", "-o", "add", "mnt");
+    RUN(1, "prog", "-unknown", "--long-unknown=3", "mnt");
+    RUN(1, "prog", "-o", "uid=notanumber", "mnt");
+    RUN(1, "prog", "-o", "fail", "mnt");
+    RUN(1, "prog", "mnt", "-o");
+    RUN(1, "prog", "mnt", "-x");
+    RUN(0, "prog", "-o", "ro,verbose,unknown", "-h", "a", "--", "b");
+    RUN(1, "prog");
+    RUN(1, "prog", "-o", "", "mnt");
+    RUN(1, "prog", "-o", "ro,,debug", "mnt");
+    int r = fuse_opt_parse(NULL, NULL, NULL, NULL);
+    printf("null args -> %d\n", r);
+    return 0;
+}
+"#;
+
+/// `program` compiled and linked against Debian's libfuse3 (BIND_NOW),
+/// and the directory in which ours is libfuse3.so.3.
+fn build_against_debian(dir: &Path, name: &str, program: &str) -> (PathBuf, PathBuf) {
+    let (src, exe) = (dir.join(format!("{name}.c")), dir.join(name));
+    std::fs::write(&src, program).unwrap();
+    let cc = Command::new("gcc")
+        .args(["-I/usr/include/fuse3", "-Wl,-z,now", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lfuse3")
+        .output()
+        .expect("gcc (scripts/setup.sh installs it, with libfuse3-dev)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let ours = dir.join("lib");
+    if !ours.exists() {
+        std::fs::create_dir(&ours).unwrap();
+        std::fs::copy(built_library(), ours.join("libfuse3.so.3")).unwrap();
+    }
+    (exe, ours)
+}
+
+/// stdout of `exe` on Debian's library, and on ours.
+fn both(exe: &Path, ours: &Path) -> (String, String) {
+    let run = |ld: Option<&Path>| {
+        let mut c = Command::new(exe);
+        c.env_remove("LD_LIBRARY_PATH");
+        if let Some(d) = ld {
+            c.env("LD_LIBRARY_PATH", d);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{:?}: {}",
+            ld,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    (run(None), run(Some(ours)))
+}
+
+#[test]
+fn fuse_opt_parse_gives_what_debians_gives_on_every_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, ours) = build_against_debian(dir.path(), "parse", PARSE_PROGRAM);
+    let (debian, fusebox) = both(&exe, &ours);
+    assert!(debian.contains("uid=42 size=123456789012"), "{debian}");
+    if fusebox != debian {
+        let diff: Vec<String> = debian
+            .lines()
+            .zip(fusebox.lines())
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| format!("debian:  {a}\nfusebox: {b}"))
+            .collect();
+        panic!("fuse_opt_parse differs from Debian's:\n{}", diff.join("\n"));
+    }
+}
+
+#[test]
+fn the_same_debian_built_program_gives_the_same_answers_on_both_libraries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, ours) = build_against_debian(dir.path(), "opts", PROGRAM);
+    let (debian, fusebox) = both(&exe, &ours);
+    // Which library answered: both report API 3.14; the loader shows it.
+    let ldd = Command::new("ldd")
+        .arg(&exe)
+        .env("LD_LIBRARY_PATH", &ours)
+        .output()
+        .unwrap();
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(
+        ldd.contains(&*ours.to_string_lossy()),
+        "not loaded from ours:\n{ldd}"
+    );
+    assert!(debian.contains("opts: ro,uid=1,a\\,b\\\\c,"), "{debian}");
+    assert_eq!(
+        fusebox, debian,
+        "fusebox's answers differ from Debian's libfuse3"
+    );
+}
+
+#[test]
+fn every_export_carries_its_libfuse_version_and_the_soname_is_libfuse3_so_3() {
+    let lib = built_library();
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let exports: Vec<(&str, &str)> = table
+        .lines()
+        .filter(|l| l.contains(" g ") && l.contains(".text"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let name = f.next()?;
+            let version = f.next()?;
+            name.starts_with("fuse_").then_some((name, version))
+        })
+        .collect();
+    assert!(exports.len() >= 8, "{table}");
+    let debian = Command::new("objdump")
+        .args(["-T", "/usr/lib/x86_64-linux-gnu/libfuse3.so.3"])
+        .output()
+        .unwrap();
+    let debian = String::from_utf8_lossy(&debian.stdout);
+    for (name, version) in &exports {
+        let want = debian
+            .lines()
+            .find(|l| l.split_whitespace().last() == Some(name))
+            .and_then(|l| l.split_whitespace().rev().nth(1))
+            .unwrap_or_else(|| panic!("{name} is not a libfuse3 symbol"));
+        assert_eq!(version, &want, "{name}");
+    }
+    let dynamic = Command::new("objdump")
+        .arg("-p")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(
+        dynamic
+            .lines()
+            .any(|l| l.contains("SONAME") && l.contains("libfuse3.so.3")),
+        "{dynamic}"
+    );
+}
