@@ -8,9 +8,9 @@
 //!
 //! What exists so far: the shared structs laid out as the 3.14 headers
 //! declare them ([`abi`], checked against the headers by
-//! `tests/layout.rs`), the version functions, and fuse_opt.h whole:
-//! `fuse_opt_parse` and the argument-vector and option-list helpers
-//! ([`args`], `ffi`), checked against Debian's own libfuse3 by
+//! `tests/layout.rs`), the version functions, fuse_opt.h whole
+//! (`fuse_opt_parse` and the argument-vector and option-list helpers:
+//! [`args`], `ffi`) and `fuse_parse_cmdline` in both ABIs, checked against Debian's own libfuse3 by
 //! `tests/differential.rs` (the same Debian-linked program on both
 //! libraries, same output). Not yet: the sessions, the high- and
 //! low-level APIs; until they exist the library does not load a real

@@ -182,11 +182,12 @@ fn build_against_debian(dir: &Path, name: &str, program: &str) -> (PathBuf, Path
     (exe, ours)
 }
 
-/// stdout of `exe` on Debian's library, and on ours.
-fn both(exe: &Path, ours: &Path) -> (String, String) {
+/// (stdout, stderr) of `exe` run in `cwd` on Debian's library, and on ours.
+#[allow(clippy::type_complexity)]
+fn both_in(exe: &Path, ours: &Path, cwd: &Path) -> ((String, String), (String, String)) {
     let run = |ld: Option<&Path>| {
         let mut c = Command::new(exe);
-        c.env_remove("LD_LIBRARY_PATH");
+        c.current_dir(cwd).env_remove("LD_LIBRARY_PATH");
         if let Some(d) = ld {
             c.env("LD_LIBRARY_PATH", d);
         }
@@ -197,9 +198,18 @@ fn both(exe: &Path, ours: &Path) -> (String, String) {
             ld,
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8(out.stdout).unwrap()
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
     };
     (run(None), run(Some(ours)))
+}
+
+/// stdout of `exe` on Debian's library, and on ours.
+fn both(exe: &Path, ours: &Path) -> (String, String) {
+    let (debian, fusebox) = both_in(exe, ours, Path::new("."));
+    (debian.0, fusebox.0)
 }
 
 #[test]
@@ -216,6 +226,84 @@ fn fuse_opt_parse_gives_what_debians_gives_on_every_command_line() {
             .map(|(a, b)| format!("debian:  {a}\nfusebox: {b}"))
             .collect();
         panic!("fuse_opt_parse differs from Debian's:\n{}", diff.join("\n"));
+    }
+}
+
+/// fuse_parse_cmdline on typical and broken command lines; compiled for
+/// the 3.14 API (`fuse_parse_cmdline@@FUSE_3.12`) and the 3.0 one
+/// (`fuse_parse_cmdline@FUSE_3.0`, whose struct has no `max_threads`).
+const CMDLINE_PROGRAM: &str = r#"
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void run(int argc, const char **argv) {
+    struct fuse_args a = FUSE_ARGS_INIT(0, NULL);
+    for (int i = 0; i < argc; i++) fuse_opt_add_arg(&a, argv[i]);
+    struct fuse_cmdline_opts o;
+    memset(&o, 0x55, sizeof o);
+    o.mountpoint = NULL;
+    printf("[");
+    for (int i = 0; i < argc; i++) printf("%s%s", i ? " " : "", argv[i]);
+    printf("]\n");
+    int r = fuse_parse_cmdline(&a, &o);
+    printf("  -> %d st=%d fg=%d dbg=%d nods=%d mnt=%s ver=%d help=%d clone=%d idle=%u", r,
+           o.singlethread, o.foreground, o.debug, o.nodefault_subtype,
+           o.mountpoint ? o.mountpoint : "(null)", o.show_version, o.show_help, o.clone_fd,
+           o.max_idle_threads);
+#if FUSE_USE_VERSION >= 312
+    printf(" max=%u", o.max_threads);
+#endif
+    printf("\n  out:");
+    for (int i = 0; i < a.argc; i++) printf(" \"%s\"", a.argv[i]);
+    printf("\n");
+    free(o.mountpoint);
+    fuse_opt_free_args(&a);
+}
+#define RUN(...) do { const char *v[] = { __VA_ARGS__ }; run(sizeof v / sizeof *v, v); } while (0)
+int main(void) {
+    RUN("/usr/bin/myfs", "mnt");
+    RUN("myfs", "-f", "-s", "-d", "mnt");
+    RUN("myfs", "-o", "debug,clone_fd,max_idle_threads=5,max_threads=7,allow_other", "mnt");
+    RUN("myfs", "-o", "subtype=x", "mnt");
+    RUN("myfs", "-o", "fsname=y", "mnt");
+    RUN("myfs", "-h");
+    RUN("myfs", "--help", "mnt");
+    RUN("myfs", "-V");
+    RUN("myfs", "--version");
+    RUN("myfs", "a", "b");
+    RUN("myfs");
+    RUN("myfs", "-o", "max_threads=abc", "mnt");
+    RUN("myfs", "--unknown", "-x", "mnt", "-oro");
+    RUN("myfs", "mnt", "--", "extra");
+    RUN("", "mnt");
+    RUN("myfs", "missing");
+    RUN("myfs", "-o", "max_idle_threads=-1", "mnt");
+    return 0;
+}
+"#;
+
+#[test]
+fn fuse_parse_cmdline_gives_what_debians_gives_in_both_abis() {
+    let dir = tempfile::tempdir().unwrap();
+    // The mountpoints the command lines name, relative to the cwd.
+    let work = dir.path().join("work");
+    for d in ["mnt", "a", "b"] {
+        std::fs::create_dir_all(work.join(d)).unwrap();
+    }
+    for (name, api) in [("cmdline314", "314"), ("cmdline30", "30")] {
+        let program = format!("#define FUSE_USE_VERSION {api}\n{CMDLINE_PROGRAM}");
+        let (exe, ours) = build_against_debian(dir.path(), name, &program);
+        let (debian, fusebox) = both_in(&exe, &ours, &work);
+        assert!(debian.0.contains("-osubtype=myfs"), "{}", debian.0);
+        assert_eq!(
+            fusebox.0, debian.0,
+            "API {api}: stdout differs from Debian's"
+        );
+        assert_eq!(
+            fusebox.1, debian.1,
+            "API {api}: stderr differs from Debian's"
+        );
     }
 }
 
@@ -250,30 +338,38 @@ fn every_export_carries_its_libfuse_version_and_the_soname_is_libfuse3_so_3() {
         .arg(&lib)
         .output()
         .unwrap();
-    let table = String::from_utf8_lossy(&out.stdout);
-    let exports: Vec<(&str, &str)> = table
-        .lines()
-        .filter(|l| l.contains(" g ") && l.contains(".text"))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace().rev();
-            let name = f.next()?;
-            let version = f.next()?;
-            name.starts_with("fuse_").then_some((name, version))
-        })
-        .collect();
-    assert!(exports.len() >= 8, "{table}");
+    let ours = String::from_utf8_lossy(&out.stdout);
     let debian = Command::new("objdump")
         .args(["-T", "/usr/lib/x86_64-linux-gnu/libfuse3.so.3"])
         .output()
         .unwrap();
     let debian = String::from_utf8_lossy(&debian.stdout);
-    for (name, version) in &exports {
-        let want = debian
+    // (name, version) of each function a table exports; "(FUSE_3.0)" is a
+    // non-default version of the name.
+    let exports = |table: &str| -> std::collections::BTreeSet<(String, String)> {
+        table
             .lines()
-            .find(|l| l.split_whitespace().last() == Some(name))
-            .and_then(|l| l.split_whitespace().rev().nth(1))
-            .unwrap_or_else(|| panic!("{name} is not a libfuse3 symbol"));
-        assert_eq!(version, &want, "{name}");
+            .filter(|l| l.contains(" g ") && l.contains(".text"))
+            .filter_map(|l| {
+                let mut f = l.split_whitespace().rev();
+                let name = f.next()?;
+                let version = f.next()?;
+                name.starts_with("fuse_")
+                    .then(|| (name.to_string(), version.to_string()))
+            })
+            .collect()
+    };
+    let (ours, debian) = (exports(&ours), exports(&debian));
+    assert!(ours.len() >= 15, "{ours:?}");
+    // Every name we export has exactly the versions Debian's has.
+    for (name, _) in &ours {
+        let of = |set: &std::collections::BTreeSet<(String, String)>| -> Vec<String> {
+            set.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        assert_eq!(of(&ours), of(&debian), "versions of {name}");
     }
     let dynamic = Command::new("objdump")
         .arg("-p")

@@ -6,12 +6,19 @@
 
 #![allow(unsafe_code)]
 
+mod cmdline;
 mod opt;
 mod parse;
 
 /// Bind the exported function `$name` to version node `$node` (one of
 /// `libfuse3.map`'s).
 macro_rules! versioned {
+    // Another name (and version) for the same function: an older entry
+    // point's default name, e.g. `fuse_parse_cmdline_30 as
+    // "fuse_parse_cmdline@FUSE_3.0"` (one `@`: not the default).
+    ($name:ident as $versioned:literal) => {
+        std::arch::global_asm!(concat!(".symver ", stringify!($name), ", ", $versioned));
+    };
     ($name:ident, $node:literal) => {
         std::arch::global_asm!(concat!(
             ".symver ",

@@ -35,7 +35,7 @@ use crate::args::template_matches;
 
 const KEY_OPT: c_int = -1;
 const KEY_NONOPT: c_int = -2;
-const KEY_KEEP: c_int = -3;
+pub(super) const KEY_KEEP: c_int = -3;
 const KEY_DISCARD: c_int = -4;
 
 type ProcFn = unsafe extern "C" fn(*mut c_void, *const c_char, c_int, *mut FuseArgs) -> c_int;
