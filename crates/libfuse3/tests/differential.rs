@@ -307,6 +307,116 @@ fn fuse_parse_cmdline_gives_what_debians_gives_in_both_abis() {
     }
 }
 
+/// fuse_buf_size and fuse_buf_copy between memory and files, split
+/// across buffers, at end of file, with a bad fd.
+const BUF_PROGRAM: &str = r#"
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void show(const char *what, ssize_t r, const char *mem, size_t n) {
+    printf("%s: %zd [", what, r);
+    for (size_t i = 0; i < n; i++) putchar(mem[i] ? mem[i] : '.');
+    printf("]\n");
+}
+
+int main(void) {
+    char a[] = "0123456789", b[] = "abcdefghij", out[32];
+    /* Memory to memory across two source and three destination buffers. */
+    struct { struct fuse_bufvec v; struct fuse_buf more[2]; } src = {
+        .v = { .count = 2, .buf = {{ .size = 10, .mem = a }} }, .more = {{ .size = 10, .mem = b }} };
+    memset(out, 0, sizeof out);
+    struct { struct fuse_bufvec v; struct fuse_buf more[2]; } dst = {
+        .v = { .count = 3, .buf = {{ .size = 7, .mem = out }} },
+        .more = {{ .size = 5, .mem = out + 7 }, { .size = 20, .mem = out + 12 }} };
+    src.v.off = 3;
+    printf("size src %zu dst %zu\n", fuse_buf_size(&src.v), fuse_buf_size(&dst.v));
+    ssize_t r = fuse_buf_copy(&dst.v, &src.v, 0);
+    show("mem->mem", r, out, 32);
+    printf("  src idx=%zu off=%zu dst idx=%zu off=%zu\n", src.v.idx, src.v.off, dst.v.idx, dst.v.off);
+
+    char path[] = "/tmp/fusebox-buf-XXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    /* Memory to a file at a position. */
+    struct fuse_bufvec m = FUSE_BUFVEC_INIT(10);
+    m.buf[0].mem = a;
+    struct fuse_bufvec f = FUSE_BUFVEC_INIT(10);
+    f.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+    f.buf[0].fd = fd;
+    f.buf[0].pos = 5;
+    r = fuse_buf_copy(&f, &m, 0);
+    char back[32] = {0};
+    ssize_t n = pread(fd, back, sizeof back, 0);
+    show("mem->file", r, back, n > 0 ? n : 0);
+    /* The file to memory, asking for more than there is. */
+    struct fuse_bufvec f2 = FUSE_BUFVEC_INIT(100);
+    f2.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    f2.buf[0].fd = fd;
+    f2.buf[0].pos = 8;
+    char big[100]; memset(big, 0, sizeof big);
+    struct fuse_bufvec m2 = FUSE_BUFVEC_INIT(100);
+    m2.buf[0].mem = big;
+    r = fuse_buf_copy(&m2, &f2, 0);
+    show("file->mem at EOF", r, big, 12);
+    /* Without FD_SEEK: the fd's own offset. */
+    lseek(fd, 2, SEEK_SET);
+    struct fuse_bufvec f3 = FUSE_BUFVEC_INIT(4);
+    f3.buf[0].flags = FUSE_BUF_IS_FD;
+    f3.buf[0].fd = fd;
+    char four[4];
+    struct fuse_bufvec m3 = FUSE_BUFVEC_INIT(4);
+    m3.buf[0].mem = four;
+    r = fuse_buf_copy(&m3, &f3, 0);
+    show("file->mem read", r, four, 4);
+    printf("  offset now %ld\n", (long)lseek(fd, 0, SEEK_CUR));
+    /* File to file. */
+    char path2[] = "/tmp/fusebox-buf-XXXXXX";
+    int fd2 = mkstemp(path2);
+    unlink(path2);
+    struct fuse_bufvec g = FUSE_BUFVEC_INIT(12);
+    g.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    g.buf[0].fd = fd2;
+    g.buf[0].pos = 1;
+    struct fuse_bufvec f4 = FUSE_BUFVEC_INIT(12);
+    f4.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    f4.buf[0].fd = fd;
+    f4.buf[0].pos = 3;
+    r = fuse_buf_copy(&g, &f4, FUSE_BUF_NO_SPLICE);
+    memset(back, 0, sizeof back);
+    n = pread(fd2, back, sizeof back, 0);
+    show("file->file", r, back, n > 0 ? n : 0);
+    /* A bad fd. */
+    struct fuse_bufvec bad = FUSE_BUFVEC_INIT(4);
+    bad.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    bad.buf[0].fd = 999;
+    printf("exhausted destination: %zd\n", fuse_buf_copy(&m3, &bad, 0));
+    struct fuse_bufvec m4 = FUSE_BUFVEC_INIT(4);
+    m4.buf[0].mem = four;
+    r = fuse_buf_copy(&m4, &bad, 0);
+    printf("bad fd: %zd\n", r);
+    struct fuse_bufvec huge = FUSE_BUFVEC_INIT(SIZE_MAX);
+    printf("size max %d\n", fuse_buf_size(&huge) == SIZE_MAX);
+    struct fuse_bufvec empty = FUSE_BUFVEC_INIT(0);
+    printf("empty copy %zd\n", fuse_buf_copy(&empty, &m, 0));
+    return 0;
+}
+"#;
+
+#[test]
+fn fuse_buf_copy_moves_what_debians_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, ours) = build_against_debian(dir.path(), "buf", BUF_PROGRAM);
+    let (debian, fusebox) = both(&exe, &ours);
+    assert!(debian.contains("mem->file: 10"), "{debian}");
+    assert_eq!(fusebox, debian, "fuse_buf_copy differs from Debian's");
+}
+
 #[test]
 fn the_same_debian_built_program_gives_the_same_answers_on_both_libraries() {
     let dir = tempfile::tempdir().unwrap();

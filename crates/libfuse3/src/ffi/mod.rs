@@ -6,6 +6,7 @@
 
 #![allow(unsafe_code)]
 
+mod buf;
 mod cmdline;
 mod opt;
 mod parse;
