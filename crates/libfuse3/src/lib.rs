@@ -11,7 +11,8 @@
 //! `tests/layout.rs`), the version functions, fuse_opt.h whole
 //! (`fuse_opt_parse` and the argument-vector and option-list helpers:
 //! [`args`], `ffi`), `fuse_parse_cmdline` in both ABIs and
-//! `fuse_buf_size` / `fuse_buf_copy`, checked against Debian's own libfuse3 by
+//! `fuse_buf_size` / `fuse_buf_copy`, and logging (`fuse_log`,
+//! `fuse_set_log_func`: C, in csrc/log.c), checked against Debian's own libfuse3 by
 //! `tests/differential.rs` (the same Debian-linked program on both
 //! libraries, same output). Not yet: the sessions, the high- and
 //! low-level APIs; until they exist the library does not load a real

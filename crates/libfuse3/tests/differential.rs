@@ -22,8 +22,16 @@ fn built_library() -> PathBuf {
 const PROGRAM: &str = r#"
 #define FUSE_USE_VERSION 314
 #include <fuse.h>
+#include <fuse_log.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+static void capture(enum fuse_log_level level, const char *fmt, va_list ap) {
+    char line[256];
+    vsnprintf(line, sizeof line, fmt, ap);
+    printf("log level=%d: %s", level, line);
+}
 
 static void show(const char *what, struct fuse_args *a) {
     printf("%s: argc=%d allocated=%d [", what, a->argc, a->allocated);
@@ -69,6 +77,16 @@ int main(int argc, char **argv) {
     for (int i = 0; probe[i]; i++) printf("match \"%s\" %d\n", probe[i], fuse_opt_match(spec, probe[i]));
     printf("match with no options %d\n", fuse_opt_match(NULL, "ro"));
     printf("version %d\n", fuse_version());
+
+    /* The library's own error messages reach an installed log function. */
+    fuse_set_log_func(capture);
+    fuse_log(FUSE_LOG_INFO, "direct %d %s\n", 42, "text");
+    struct fuse_args bad = FUSE_ARGS_INIT(0, NULL);
+    fuse_opt_add_arg(&bad, "prog");
+    fuse_opt_add_arg(&bad, "-o");
+    printf("parse %d\n", fuse_opt_parse(&bad, NULL, NULL, NULL));
+    fuse_opt_free_args(&bad);
+    fuse_set_log_func(NULL);
     return 0;
 }
 "#;

@@ -92,13 +92,16 @@ unsafe extern "C" fn take_mountpoint(
         let opts = &mut *data.cast::<FuseCmdlineOpts>();
         let shown = CStr::from_ptr(arg).to_string_lossy();
         if !opts.mountpoint.is_null() {
-            eprintln!("fuse: invalid argument `{shown}'");
+            super::log_error(&format!("fuse: invalid argument `{shown}'"));
             return -1;
         }
         let real = libc::realpath(arg, ptr::null_mut());
         if real.is_null() {
             let e = std::io::Error::last_os_error();
-            eprintln!("fuse: bad mount point `{shown}': {}", strerror(&e));
+            super::log_error(&format!(
+                "fuse: bad mount point `{shown}': {}",
+                strerror(&e)
+            ));
             return -1;
         }
         opts.mountpoint = real;

@@ -51,3 +51,21 @@ pub extern "C" fn fuse_pkgversion() -> *const c_char {
         .as_ptr()
 }
 versioned!(fuse_pkgversion, "FUSE_3.0");
+
+extern "C" {
+    /// csrc/log.c: hand a finished message to the program's log function
+    /// (or stderr), as `fuse_log(level, "%s", msg)`.
+    fn fusebox_log_message(level: c_int, msg: *const c_char);
+}
+
+/// FUSE_LOG_ERR.
+const LOG_ERR: c_int = 3;
+
+/// Report an error the way libfuse does: through fuse_log, so a program
+/// that installed a log function (fuse_set_log_func) gets it.
+pub(crate) fn log_error(msg: &str) {
+    let line =
+        std::ffi::CString::new(format!("{msg}\n").replace('\0', " ")).expect("NULs replaced");
+    // SAFETY: a NUL-terminated string, used only during the call.
+    unsafe { fusebox_log_message(LOG_ERR, line.as_ptr()) };
+}

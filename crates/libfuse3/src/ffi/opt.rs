@@ -114,17 +114,19 @@ pub unsafe extern "C" fn fuse_opt_insert_arg(
         };
         let argc = args.argc.max(0);
         if pos < 0 || pos > argc {
-            eprintln!("fuse: fuse_opt_insert_arg: position {pos} outside 0..={argc}");
+            super::log_error(&format!(
+                "fuse: fuse_opt_insert_arg: position {pos} outside 0..={argc}"
+            ));
             return -1;
         }
         let copy = c_strdup(arg);
         if copy.is_null() {
-            eprintln!("fuse: memory allocation failed");
+            super::log_error("fuse: memory allocation failed");
             return -1;
         }
         if !make_room(args) {
             libc::free(copy.cast());
-            eprintln!("fuse: memory allocation failed");
+            super::log_error("fuse: memory allocation failed");
             return -1;
         }
         let (pos, argc) = (pos as usize, argc as usize);
@@ -167,7 +169,7 @@ versioned!(fuse_opt_free_args, "FUSE_3.0");
 unsafe fn replace_list(opts: *mut *mut c_char, grown: &[u8]) -> c_int {
     let copy = c_strdup(grown);
     if copy.is_null() {
-        eprintln!("fuse: memory allocation failed");
+        super::log_error("fuse: memory allocation failed");
         return -1;
     }
     // SAFETY: the caller's contract; the old list is ours to free.

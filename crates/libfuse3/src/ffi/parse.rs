@@ -130,10 +130,10 @@ impl Parse {
         // the program declared for it, as libfuse does.
         let n = unsafe { libc::sscanf(value.as_ptr(), fmt.as_ptr(), var) };
         if n != 1 {
-            eprintln!(
+            super::log_error(&format!(
                 "fuse: invalid parameter in option `{}'",
                 arg.to_string_lossy()
-            );
+            ));
             return -1;
         }
         0
@@ -172,7 +172,10 @@ impl Parse {
             let r = if sep_is_space && arg.to_bytes().len() == param {
                 // "-x" then the parameter as the next argument.
                 let Some(next) = rest() else {
-                    eprintln!("fuse: missing argument after `{}'", arg.to_string_lossy());
+                    super::log_error(&format!(
+                        "fuse: missing argument after `{}'",
+                        arg.to_string_lossy()
+                    ));
                     return -1;
                 };
                 let mut joined = arg.to_bytes().to_vec();
@@ -313,7 +316,7 @@ fn parse_all(p: &mut Parse, input: &[CString]) -> c_int {
                     p.option_list(list.to_bytes())
                 }
                 None => {
-                    eprintln!("fuse: missing argument after `-o'");
+                    super::log_error("fuse: missing argument after `-o'");
                     -1
                 }
             }
