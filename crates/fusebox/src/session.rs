@@ -190,6 +190,14 @@ impl<F: Filesystem> Session<F> {
             if !matches!(msg, ToServer::Prepare) {
                 break (msg, fds);
             }
+            // Its nodes exist only once the old server's state is loaded,
+            // after the pause: nothing to restore ahead.
+            if fs.state_in_process() {
+                channel
+                    .send(&ToSupervisor::Prepared, &[])
+                    .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
+                continue;
+            }
             let ledger = fds
                 .into_iter()
                 .next()
@@ -197,13 +205,6 @@ impl<F: Filesystem> Session<F> {
                 .and_then(|fd| StateFile::open(fd).map_err(|e| RecoveryError::State(e).into()))
                 .map(|state| ledger_for(&fs, Arc::new(state)));
             match ledger {
-                // Its nodes exist only once the old server's state is
-                // loaded, after the pause: nothing to restore ahead.
-                Ok(_) if fs.state_in_process() => {
-                    channel
-                        .send(&ToSupervisor::Prepared, &[])
-                        .map_err(|e| handoff_err(format!("telling the supervisor: {e}")))?;
-                }
                 Ok(ledger) => {
                     let began = std::time::Instant::now();
                     // Read before the scan: a slot changed after it is

@@ -212,12 +212,15 @@ pub unsafe extern "C" fn fuse_opt_add_opt_escaped(
 }
 versioned!(fuse_opt_add_opt_escaped, "FUSE_3.0");
 
-/// The templates of an option array, up to its NULL-template end.
+/// The entries of an option array with their templates, up to its
+/// NULL-template end.
 ///
 /// # Safety
 /// `opts` is NULL or an array ending in an entry whose `templ` is NULL,
-/// each template a string.
-pub(super) unsafe fn templates<'a>(opts: *const FuseOpt) -> impl Iterator<Item = &'a [u8]> {
+/// each template a string that outlives the iteration.
+pub(super) unsafe fn entries<'a>(
+    opts: *const FuseOpt,
+) -> impl Iterator<Item = (FuseOpt, &'a [u8])> {
     let mut i = 0;
     std::iter::from_fn(move || {
         if opts.is_null() {
@@ -225,9 +228,10 @@ pub(super) unsafe fn templates<'a>(opts: *const FuseOpt) -> impl Iterator<Item =
         }
         // SAFETY: the caller's contract: entries up to the end marker.
         unsafe {
-            let t = bytes((*opts.add(i)).templ)?;
+            let opt = *opts.add(i);
+            let t = bytes(opt.templ)?;
             i += 1;
-            Some(t)
+            Some((opt, t))
         }
     })
 }
@@ -241,7 +245,7 @@ pub unsafe extern "C" fn fuse_opt_match(opts: *const FuseOpt, opt: *const c_char
         let Some(opt) = bytes(opt) else {
             return 0;
         };
-        templates(opts).any(|t| args::template_matches(t, opt).is_some()) as c_int
+        entries(opts).any(|(_, t)| args::template_matches(t, opt).is_some()) as c_int
     }
 }
 versioned!(fuse_opt_match, "FUSE_3.0");

@@ -28,7 +28,9 @@
 use std::ffi::{c_char, c_int, c_ulong, c_void, CStr, CString};
 use std::ptr;
 
-use super::opt::{fuse_opt_add_arg, fuse_opt_add_opt, fuse_opt_free_args, fuse_opt_insert_arg};
+use super::opt::{
+    entries, fuse_opt_add_arg, fuse_opt_add_opt, fuse_opt_free_args, fuse_opt_insert_arg,
+};
 use super::versioned;
 use crate::abi::{FuseArgs, FuseOpt};
 use crate::args::template_matches;
@@ -149,21 +151,8 @@ impl Parse {
         rest: &mut dyn FnMut() -> Option<CString>,
     ) -> c_int {
         let mut matched = false;
-        let mut i = 0;
-        loop {
-            // SAFETY: entries up to the NULL template (caller's contract).
-            let opt = unsafe {
-                if self.opts.is_null() {
-                    break;
-                }
-                *self.opts.add(i)
-            };
-            i += 1;
-            if opt.templ.is_null() {
-                break;
-            }
-            // SAFETY: a template is a NUL-terminated string.
-            let templ = unsafe { CStr::from_ptr(opt.templ) }.to_bytes();
+        // SAFETY: an option array with its end marker (caller's contract).
+        for (opt, templ) in unsafe { entries(self.opts) } {
             let Some(param) = template_matches(templ, arg.to_bytes()) else {
                 continue;
             };

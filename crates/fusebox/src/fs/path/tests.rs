@@ -505,9 +505,12 @@ fn the_journal_probe_leaves_the_table_alone_and_a_replayed_change_lands_once() {
     };
     a.applied_before_crash(&AppliedChange::Renamed(&args));
     assert_eq!(a.path_of(f).unwrap(), Path::new("/c"));
-    // Its table had: nothing moves again.
+    assert_eq!(a.node_of(Path::new("/c")), Some(f));
+    // Its table had: nothing moves again (and "c" keeps leading to f).
     a.applied_before_crash(&AppliedChange::Renamed(&args));
     assert_eq!(a.path_of(f).unwrap(), Path::new("/c"));
+    assert_eq!(a.node_of(Path::new("/c")), Some(f));
+    assert_eq!(a.read().path(f, false).unwrap(), Path::new("/c"));
     a.applied_before_crash(&AppliedChange::Removed {
         parent: ROOT,
         name: os("c"),
