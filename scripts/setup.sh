@@ -7,7 +7,10 @@ set -euo pipefail
 need=()
 # meson, ninja-build, g++, liburing-dev: to build libfuse's io_uring peer
 # when the bench is given a libfuse source tree (--libfuse-src).
-for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev; do
+# sshfs, squashfuse, fuse-overlayfs, python3-pyfuse3 (+ squashfs-tools,
+# openssh-server): unchanged Debian programs the libfuse3 drop-in runs.
+for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
+           sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest openssh-server; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -482,6 +482,12 @@ impl ReplyToken {
         self.inner().shape.limit
     }
 
+    /// GETXATTR/LISTXATTR: the buffer size the caller gave (0 asks for the
+    /// size only); None for other requests.
+    pub fn xattr_size_asked(&self) -> Option<u32> {
+        self.inner().shape.xattr_size
+    }
+
     /// True once the application gave up on the request (a signal). A
     /// filesystem may then stop early and answer `Errno::EINTR`.
     pub fn interrupted(&self) -> bool {
@@ -591,6 +597,34 @@ impl ReplyToken {
             None => Ok(Outcome::Data),
         };
         self.send(result, out);
+    }
+
+    /// GETXATTR/LISTXATTR asked for the size only (size 0): it is `size`.
+    /// Asked for the value itself, a size is no answer: ERANGE, logged.
+    pub fn xattr_size(self, size: u32) {
+        let result = match self.inner().shape.xattr_size {
+            Some(0) => Ok(Outcome::XattrSize(abi::GetxattrOut { size, padding: 0 })),
+            Some(_) => {
+                tracing::error!(
+                    unique = self.unique(),
+                    "an xattr size given where the value was asked for; answering ERANGE"
+                );
+                Err(Errno::ERANGE)
+            }
+            None => {
+                self.inner()
+                    .later
+                    .mismatched
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    unique = self.unique(),
+                    opcode = ?self.opcode(),
+                    "an xattr size given for a request that is not GETXATTR or LISTXATTR; answering EIO"
+                );
+                Err(Errno::EIO)
+            }
+        };
+        self.send(result, DataOut::default());
     }
 
     /// STATFS.

@@ -57,6 +57,9 @@ pub struct SessionConfig {
 
 pub use crate::thread_policy::ThreadPolicy;
 
+mod driven;
+pub use driven::DrivenSession;
+
 impl Default for SessionConfig {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -101,6 +104,16 @@ struct Handoff {
     saved_state: Option<OwnedFd>,
     /// The supervisor's listening stats socket.
     stats_socket: Option<std::os::unix::net::UnixListener>,
+}
+
+/// How a session gets its mount.
+enum Start {
+    /// Mount now.
+    Mount,
+    /// Already mounted by the caller (`Session::serve_mount`).
+    Mounted(Mount),
+    /// Held by a supervisor (`Session::take_over`).
+    Handoff(Handoff),
 }
 
 /// What INIT settled, for snapshots taken once it is known.
@@ -156,6 +169,20 @@ impl<F: Filesystem> Session<F> {
         cfg: SessionConfig,
     ) -> Result<Session<F>, Error> {
         Self::start(Arc::new(fs), mountpoint, opts, cfg, None)
+    }
+
+    /// Serve `mount`, made beforehand with [`Mount::new`]: negotiate INIT,
+    /// start the workers. Mounting makes no thread, so a program can mount,
+    /// then fork into the background (libfuse's `fuse_daemonize`), then
+    /// serve: what the libfuse3 drop-in does.
+    pub fn serve_mount(
+        fs: F,
+        mount: Mount,
+        opts: &Options,
+        cfg: SessionConfig,
+    ) -> Result<Session<F>, Error> {
+        let mountpoint = mount.mountpoint().to_path_buf();
+        Self::start_inner(Arc::new(fs), &mountpoint, opts, cfg, Start::Mounted(mount))
     }
 
     /// Serve a mount a supervisor holds (`recovery`): take the device, one
@@ -296,10 +323,10 @@ impl<F: Filesystem> Session<F> {
         handoff: Option<Handoff>,
     ) -> Result<Session<F>, Error> {
         let Some(handoff) = handoff else {
-            return Self::start_inner(fs, mountpoint, opts, cfg, None);
+            return Self::start_inner(fs, mountpoint, opts, cfg, Start::Mount);
         };
         let channel = handoff.channel.try_clone_fd();
-        match Self::start_inner(fs, mountpoint, opts, cfg, Some(handoff)) {
+        match Self::start_inner(fs, mountpoint, opts, cfg, Start::Handoff(handoff)) {
             Ok(s) => Ok(s),
             Err(e) => {
                 if let Ok(c) = channel {
@@ -320,8 +347,13 @@ impl<F: Filesystem> Session<F> {
         mountpoint: &Path,
         opts: &Options,
         cfg: SessionConfig,
-        mut handoff: Option<Handoff>,
+        start: Start,
     ) -> Result<Session<F>, Error> {
+        let (mut handoff, mut premade) = match start {
+            Start::Mount => (None, None),
+            Start::Mounted(m) => (None, Some(m)),
+            Start::Handoff(h) => (Some(h), None),
+        };
         let transport = cfg.transport.resolve();
         if handoff.is_some() && transport == TransportKind::Uring {
             return Err(RecoveryError::Handoff(
@@ -408,7 +440,10 @@ impl<F: Filesystem> Session<F> {
                 h.saved_state,
             ),
             None => (
-                Arc::new(Mount::new(mountpoint, &opts.mount)?),
+                Arc::new(match premade.take() {
+                    Some(m) => m,
+                    None => Mount::new(mountpoint, &opts.mount)?,
+                }),
                 None,
                 None,
                 None,
@@ -1093,42 +1128,57 @@ fn handshake<F: Filesystem>(
                 Err(e) => return Err(Error::DeviceRead(e.into())),
             }
         };
-        let req = parse_contiguous(&buf[..n], ParseConfig::default())?;
-        let unique = req.unique();
-        let Op::Init(init_in) = req.op else {
-            let op = req.opcode();
-            let _ = send_error(&channel, unique, crate::error::Errno::EIO);
-            return Err(Error::NoInit(op));
-        };
-        match init::begin(&init_in, cfg) {
-            Ok(init::InitStep::Retry(out)) => {
-                send_reply(&channel, unique, Ok(Body::fixed(&out))).map_err(Error::DeviceWrite)?;
-                continue;
+        if let Some(conn) = answer_init(&buf[..n], &channel, fs, cfg, notifier)? {
+            return Ok(conn);
+        }
+    }
+}
+
+/// Answer the kernel's first request, which must be INIT: the connection
+/// once settled, None when the kernel was asked to retry with an older
+/// protocol (another INIT follows).
+pub(crate) fn answer_init<F: Filesystem>(
+    request: &[u8],
+    channel: &DevChannel,
+    fs: &F,
+    cfg: &init::InitConfig,
+    notifier: &Notifier,
+) -> Result<Option<Connection>, Error> {
+    let req = parse_contiguous(request, ParseConfig::default())?;
+    let unique = req.unique();
+    let Op::Init(init_in) = req.op else {
+        let op = req.opcode();
+        let _ = send_error(channel, unique, crate::error::Errno::EIO);
+        return Err(Error::NoInit(op));
+    };
+    match init::begin(&init_in, cfg) {
+        Ok(init::InitStep::Retry(out)) => {
+            send_reply(channel, unique, Ok(Body::fixed(&out))).map_err(Error::DeviceWrite)?;
+            Ok(None)
+        }
+        Ok(init::InitStep::Proceed(mut conn)) => {
+            if let Err(e) = fs.init(&mut conn, notifier) {
+                let _ = send_error(channel, unique, e);
+                return Err(Error::Io(std::io::Error::other(format!(
+                    "filesystem init failed: {e}"
+                ))));
             }
-            Ok(init::InitStep::Proceed(mut conn)) => {
-                if let Err(e) = fs.init(&mut conn, notifier) {
-                    let _ = send_error(&channel, unique, e);
-                    return Err(Error::Io(std::io::Error::other(format!(
-                        "filesystem init failed: {e}"
-                    ))));
-                }
-                let out = init::finish(&mut conn);
-                let len = init::reply_len(conn.proto_minor);
-                send_reply(
-                    &channel,
-                    unique,
-                    Ok(Body {
-                        fixed: &out.as_bytes()[..len],
-                        ..Body::EMPTY
-                    }),
-                )
-                .map_err(Error::DeviceWrite)?;
-                return Ok(conn);
-            }
-            Err(e) => {
-                let _ = send_error(&channel, unique, e.errno());
-                return Err(e);
-            }
+            let out = init::finish(&mut conn);
+            let len = init::reply_len(conn.proto_minor);
+            send_reply(
+                channel,
+                unique,
+                Ok(Body {
+                    fixed: &out.as_bytes()[..len],
+                    ..Body::EMPTY
+                }),
+            )
+            .map_err(Error::DeviceWrite)?;
+            Ok(Some(conn))
+        }
+        Err(e) => {
+            let _ = send_error(channel, unique, e.errno());
+            Err(e)
         }
     }
 }

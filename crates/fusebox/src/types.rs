@@ -142,7 +142,7 @@ impl FileAttr {
         FileType::from_mode(self.mode)
     }
 
-    pub(crate) fn to_abi(self) -> fusebox_abi::Attr {
+    pub fn to_abi(self) -> fusebox_abi::Attr {
         fusebox_abi::Attr {
             ino: self.ino,
             size: self.size,
@@ -257,7 +257,7 @@ impl Entry {
         }
     }
 
-    pub(crate) fn to_abi(self) -> fusebox_abi::EntryOut {
+    pub fn to_abi(self) -> fusebox_abi::EntryOut {
         fusebox_abi::EntryOut {
             nodeid: self.node.0,
             generation: self.generation,

@@ -131,7 +131,8 @@ impl Options {
         Ok(())
     }
 
-    fn apply_one(&mut self, opt: &str) -> Result<(), Error> {
+    /// One option, taken whole (a value may hold commas: `fsname=a,b`).
+    pub fn apply_one(&mut self, opt: &str) -> Result<(), Error> {
         let (key, val) = match opt.split_once('=') {
             Some((k, v)) => (k, Some(v)),
             None => (opt, None),

@@ -8,8 +8,10 @@
 
 mod buf;
 mod cmdline;
+mod lowlevel;
 mod opt;
 mod parse;
+mod session;
 
 /// Bind the exported function `$name` to version node `$node` (one of
 /// `libfuse3.map`'s).
@@ -68,4 +70,16 @@ pub(crate) fn log_error(msg: &str) {
         std::ffi::CString::new(format!("{msg}\n").replace('\0', " ")).expect("NULs replaced");
     // SAFETY: a NUL-terminated string, used only during the call.
     unsafe { fusebox_log_message(LOG_ERR, line.as_ptr()) };
+}
+
+/// An all-zero `struct stat` (every field an integer: zero is valid).
+pub(crate) fn zeroed_stat() -> libc::stat {
+    // SAFETY: plain integers and padding; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// An all-zero `struct flock`.
+pub(crate) fn zeroed_flock() -> libc::flock {
+    // SAFETY: plain integers; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
 }

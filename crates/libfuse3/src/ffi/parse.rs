@@ -230,11 +230,14 @@ pub unsafe extern "C" fn fuse_opt_parse(
     if args.argc <= 0 || args.argv.is_null() {
         return 0;
     }
-    // The input, copied: the processing function may change `*args`'s
-    // vector only through the output we hand it.
-    let input: Vec<CString> = (0..args.argc as usize)
-        // SAFETY: argc valid strings.
-        .map(|i| unsafe { CStr::from_ptr(*args.argv.add(i)) }.to_owned())
+    // The caller's own strings, not copies: the processing function gets
+    // these very pointers for non-options and "-x" options, as from
+    // libfuse, and programs keep them (squashfuse_ll keeps its image
+    // path). They stay valid as long as the caller's vector does: for
+    // main()'s argv, for good.
+    let input: Vec<&CStr> = (0..args.argc as usize)
+        // SAFETY: argc valid strings, not freed before we return.
+        .map(|i| unsafe { CStr::from_ptr(*args.argv.add(i)) })
         .collect();
     let mut p = Parse {
         data,
@@ -285,13 +288,13 @@ pub unsafe extern "C" fn fuse_opt_parse(
 }
 versioned!(fuse_opt_parse, "FUSE_3.0");
 
-fn parse_all(p: &mut Parse, input: &[CString]) -> c_int {
-    if p.keep(&input[0], Dest::Args) == -1 {
+fn parse_all(p: &mut Parse, input: &[&CStr]) -> c_int {
+    if p.keep(input[0], Dest::Args) == -1 {
         return -1;
     }
     let mut i = 1;
     while i < input.len() {
-        let arg = &input[i];
+        let arg = input[i];
         i += 1;
         let b = arg.to_bytes();
         let r = if p.nonopt != 0 || b.first() != Some(&b'-') {
@@ -315,7 +318,7 @@ fn parse_all(p: &mut Parse, input: &[CString]) -> c_int {
             r
         } else {
             let mut next = || {
-                let n = input.get(i).cloned();
+                let n = input.get(i).map(|s| CString::from(*s));
                 i += n.is_some() as usize;
                 n
             };

@@ -1,0 +1,102 @@
+//! What a program that knows nothing of fusebox gets from fusebox: the
+//! `FUSEBOX_*` environment picks the transport, threads, polling and
+//! statistics.
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `FUSEBOX_TRANSPORT` | `classic`, `uring`, `auto` | `classic` |
+//! | `FUSEBOX_WORKERS` | classic worker threads of a multi-threaded loop | CPUs, at least 2 |
+//! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `off` |
+//! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, ... (as `fusebox mount`) | `adaptive` |
+//! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
+//! | `FUSEBOX_OPTIONS` | more `-o` options, applied after the program's | none |
+//! | `FUSEBOX_LOG` | a tracing filter for fusebox's own log (stderr) | `warn` |
+
+use fusebox::transport::uring::PollPolicy;
+use fusebox::transport::TransportKind;
+use fusebox::SessionConfig;
+
+/// A bad value: which variable, and why.
+#[derive(Debug, PartialEq, Eq)]
+pub struct EnvError {
+    pub var: &'static str,
+    pub reason: String,
+}
+
+impl std::fmt::Display for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.var, self.reason)
+    }
+}
+
+/// The session settings `get` (an environment lookup) describes.
+pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionConfig, EnvError> {
+    let mut cfg = SessionConfig::default();
+    if let Some(v) = get("FUSEBOX_TRANSPORT") {
+        cfg.transport = v.parse().map_err(|reason| EnvError {
+            var: "FUSEBOX_TRANSPORT",
+            reason,
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_WORKERS") {
+        cfg.workers = v.parse().ok().filter(|&n| n > 0).ok_or(EnvError {
+            var: "FUSEBOX_WORKERS",
+            reason: format!("{v:?} is not a positive number"),
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_POLL") {
+        cfg.uring.poll = PollPolicy::parse(&v).ok_or(EnvError {
+            var: "FUSEBOX_POLL",
+            reason: format!("{v:?}: use off, spin=US or adaptive[=US]"),
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_THREAD_POLICY") {
+        cfg.thread_policy = v.parse().map_err(|e: String| EnvError {
+            var: "FUSEBOX_THREAD_POLICY",
+            reason: e,
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_STATS") {
+        cfg.stats_socket = !matches!(v.as_str(), "0" | "off" | "no" | "false");
+    }
+    Ok(cfg)
+}
+
+/// Whether the transport asked for serves through io_uring.
+pub fn is_uring(cfg: &SessionConfig) -> bool {
+    cfg.transport.resolve() == TransportKind::Uring
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn reads_each_variable_and_rejects_bad_values() {
+        let c = session_config(env(&[
+            ("FUSEBOX_TRANSPORT", "uring"),
+            ("FUSEBOX_WORKERS", "3"),
+            ("FUSEBOX_POLL", "spin=20"),
+            ("FUSEBOX_STATS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(c.transport, TransportKind::Uring);
+        assert_eq!(c.workers, 3);
+        assert!(!c.stats_socket);
+        assert!(matches!(c.uring.poll, PollPolicy::Spin(d) if d.as_micros() == 20));
+        let e = session_config(env(&[("FUSEBOX_WORKERS", "0")])).unwrap_err();
+        assert_eq!(e.var, "FUSEBOX_WORKERS");
+        let e = session_config(env(&[("FUSEBOX_TRANSPORT", "carrier-pigeon")])).unwrap_err();
+        assert_eq!(e.var, "FUSEBOX_TRANSPORT");
+        assert!(session_config(env(&[])).unwrap().stats_socket);
+    }
+}
