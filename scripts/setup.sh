@@ -10,7 +10,7 @@ need=()
 # sshfs, squashfuse, fuse-overlayfs, python3-pyfuse3 (+ squashfs-tools,
 # openssh-server): unchanged Debian programs the libfuse3 drop-in runs.
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
-           sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest openssh-server; do
+           sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

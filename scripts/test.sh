@@ -6,11 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/setup.sh --pjdfstest
-cargo build --release --locked -p fusebox-cli
+cargo build --release --locked -p fusebox-cli -p fusebox-libfuse3
+# libfuse's examples from Debian's fuse3 source (the drop-in's tests).
+scripts/libfuse-examples.sh
 cargo test --workspace --locked -- --test-threads=2
-BIN=target/release/fusebox tests/pjdfstest.sh
+# The drop-in under the name the loader looks for.
+mkdir -p target/release/dropin
+ln -sf ../libfuse3.so target/release/dropin/libfuse3.so.3
+BIN=target/release/fusebox DROPIN_LIB="$PWD/target/release/dropin" tests/pjdfstest.sh
 # No test may leave a mount behind, even a failed one.
-left=$(grep -E 'fusebox-(test|cli|pjdfstest)' /proc/self/mounts || true)
+left=$(grep -E 'fusebox-(test|cli|pjdfstest|lf3)' /proc/self/mounts || true)
 if [ -n "$left" ]; then
   echo "leftover test mounts:"; echo "$left"; exit 1
 fi

@@ -123,6 +123,40 @@ while read -r -u 3 label fs transport extra; do
   fi
   "$BIN" umount "$dir/mnt"
 done 3<<< "$configs"
+# libfuse's passthrough_ll (built from Debian's fuse3 source, unchanged) on
+# Debian's libfuse3 and on fusebox's drop-in, in this same run: the drop-in
+# must pass at least as many tests. DROPIN_LIB: a directory holding
+# fusebox's libfuse3.so.3; EXAMPLES: scripts/libfuse-examples.sh's output.
+DROPIN_LIB=${DROPIN_LIB:-}
+EXAMPLES=${EXAMPLES:-/var/cache/fusebox/libfuse-examples/bin}
+if [ -n "$DROPIN_LIB" ]; then
+  failed_of() { sed -n 's/^Summary: .* \([0-9]*\) failed.*/\1/p' "$1" | tail -1; }
+  declare -A failures
+  for lib in debian fusebox; do
+    dir="$WORK/ll-$lib"
+    mkdir -p "$dir/src" "$dir/mnt"
+    if [ $lib = fusebox ]; then libpath=$DROPIN_LIB; else libpath=; fi
+    LD_LIBRARY_PATH=$libpath "$EXAMPLES/passthrough_ll" -f \
+      -o source="$dir/src",allow_other,default_permissions "$dir/mnt" >"$dir/daemon.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 100); do mountpoint -q "$dir/mnt" && break; sleep 0.1; done
+    if ! mountpoint -q "$dir/mnt"; then
+      echo "passthrough_ll on $lib libfuse3 did not mount:"; cat "$dir/daemon.log"
+      status=1; kill "$daemon" 2>/dev/null || true; continue
+    fi
+    (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
+    echo "passthrough_ll on $lib libfuse3:  $(summary "$dir/pjd.log")"
+    failures[$lib]=$(failed_of "$dir/pjd.log")
+    umount "$dir/mnt" || umount -l "$dir/mnt"
+    wait "$daemon" 2>/dev/null || true
+  done
+  if [ -z "${failures[fusebox]:-}" ] || [ -z "${failures[debian]:-}" ] \
+     || [ "${failures[fusebox]}" -gt "${failures[debian]}" ]; then
+    echo "passthrough_ll: the drop-in failed ${failures[fusebox]:-?} tests, Debian's libfuse3 ${failures[debian]:-?}"
+    grep -E 'FAILED|failed$' "$WORK/ll-fusebox/pjd.log" | head -40 || true
+    status=1
+  fi
+fi
 if [ "$runs" != "$expected" ]; then
   echo "pjdfstest: ran $runs of $expected configurations"
   status=1

@@ -94,6 +94,44 @@ pub fn kernel_flags(want: u32) -> u64 {
         .fold(0, |acc, &(_, f)| acc | f)
 }
 
+/// Which optional callbacks a program has, for [`default_want`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Callbacks {
+    pub write_buf: bool,
+    pub posix_locks: bool,
+    pub flock: bool,
+    pub readdirplus: bool,
+    pub readdir: bool,
+}
+
+/// What libfuse 3.14 wants before a program's init callback: its fixed
+/// set, plus what the program's callbacks make possible.
+pub fn default_want(has: Callbacks) -> u32 {
+    let mut want = cap::ASYNC_READ
+        | cap::PARALLEL_DIROPS
+        | cap::AUTO_INVAL_DATA
+        | cap::HANDLE_KILLPRIV
+        | cap::ASYNC_DIO
+        | cap::IOCTL_DIR
+        | cap::ATOMIC_O_TRUNC;
+    if has.write_buf {
+        want |= cap::SPLICE_READ;
+    }
+    if has.readdirplus {
+        want |= cap::READDIRPLUS;
+        if has.readdir {
+            want |= cap::READDIRPLUS_AUTO;
+        }
+    }
+    if has.posix_locks {
+        want |= cap::POSIX_LOCKS;
+    }
+    if has.flock {
+        want |= cap::FLOCK_LOCKS;
+    }
+    want
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,3 +84,18 @@ pub fn lock_from_flock(l: &libc::flock) -> LockInfo {
         pid: l.l_pid as u32,
     }
 }
+
+/// flock(2)'s operation for a lock of type `typ` (F_RDLCK, F_WRLCK,
+/// F_UNLCK); LOCK_NB unless the caller waits for it.
+pub fn flock_operation(typ: i32, sleep: bool) -> i32 {
+    let op = match typ {
+        libc::F_RDLCK => libc::LOCK_SH,
+        libc::F_WRLCK => libc::LOCK_EX,
+        _ => libc::LOCK_UN,
+    };
+    if sleep {
+        op
+    } else {
+        op | libc::LOCK_NB
+    }
+}

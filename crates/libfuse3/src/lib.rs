@@ -30,6 +30,8 @@ pub mod convert;
 pub mod env;
 mod ffi;
 pub mod groups;
+pub mod help;
+pub mod hl_opts;
 pub mod session_opts;
 
 /// What `fuse_version()` answers: the API the headers this library

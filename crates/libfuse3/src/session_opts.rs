@@ -78,7 +78,7 @@ pub fn parse(args: &[String]) -> Result<SessionArgs, String> {
 }
 
 /// A `-o` list split at commas, `\,` keeping a comma inside an option.
-fn split_list(list: &str) -> Vec<String> {
+pub(crate) fn split_list(list: &str) -> Vec<String> {
     let mut out = vec![String::new()];
     let mut chars = list.chars();
     while let Some(c) = chars.next() {

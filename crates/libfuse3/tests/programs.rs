@@ -12,14 +12,16 @@ use std::process::Command;
 
 use common::*;
 
-#[test]
-fn squashfuse_ll_serves_an_image_like_the_tree_it_was_made_from() {
-    let Some(_) = which("squashfuse_ll").and(which("mksquashfs")) else {
-        return skip("squashfuse_ll or mksquashfs");
+/// `prog` (squashfuse or squashfuse_ll) serving an image of a tree made
+/// for the test: the same names, contents and tar stream as the tree;
+/// then `check` on the mount.
+fn squashfuse_serves_its_image(prog: &str, seed: u64, check: impl FnOnce(&Path)) {
+    let Some(_) = which(prog).and(which("mksquashfs")) else {
+        return skip(&format!("{prog} or mksquashfs"));
     };
-    let s = scratch("sqll");
+    let s = scratch(prog);
     let src = s.path().join("src");
-    make_tree(&src, 7);
+    make_tree(&src, seed);
     let img = s.path().join("tree.img");
     run(Command::new("mksquashfs").arg(&src).arg(&img).args([
         "-quiet",
@@ -27,19 +29,84 @@ fn squashfuse_ll_serves_an_image_like_the_tree_it_was_made_from() {
         "-no-progress",
     ]));
     let mnt = s.path().join("mnt");
-    let m = Mounted::start(
-        Command::new("squashfuse_ll").arg("-f").arg(&img).arg(&mnt),
-        &mnt,
-    );
+    let m = Mounted::start(Command::new(prog).arg("-f").arg(&img).arg(&mnt), &mnt);
     assert_same_tree(&src, &mnt);
     // tar of both, byte for byte (names, modes, sizes, contents, links).
     assert_eq!(tar_listing(&src), tar_listing(&mnt));
-    // fusebox serves it: its statistics answer, and count the reads.
-    let snap = fusebox::stats::fetch(&mnt).expect("fusebox stats on a drop-in mount");
-    assert!(
-        snap.ops.iter().any(|o| o.name == "READ" && o.count > 0),
-        "{snap:?}"
+    check(&mnt);
+    m.unmount();
+}
+
+#[test]
+fn squashfuse_ll_serves_an_image_like_the_tree_it_was_made_from() {
+    squashfuse_serves_its_image("squashfuse_ll", 7, |mnt| {
+        // fusebox serves it: its statistics answer, and count the reads.
+        let snap = fusebox::stats::fetch(mnt).expect("fusebox stats on a drop-in mount");
+        assert!(
+            snap.ops.iter().any(|o| o.name == "READ" && o.count > 0),
+            "{snap:?}"
+        );
+    });
+}
+
+#[test]
+fn squashfuse_high_level_serves_the_same_image() {
+    squashfuse_serves_its_image("squashfuse", 5, |mnt| {
+        // Distinct inode numbers (node ids, as libfuse gives without
+        // use_ino): find and tar tell files apart by them.
+        let ino =
+            |p: &str| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(mnt.join(p)).unwrap());
+        assert_ne!(ino("f0"), ino("f1"));
+    });
+}
+
+#[test]
+fn sshfs_over_a_local_openssh_server_matches_the_same_changes_made_natively() {
+    let (Some(_), Some(sshd)) = (
+        which("sshfs"),
+        ["/usr/sbin/sshd"]
+            .iter()
+            .map(Path::new)
+            .find(|p| p.exists()),
+    ) else {
+        return skip("sshfs or openssh-server");
+    };
+    let s = scratch("sshfs");
+    let server = Sshd::start(s.path(), sshd);
+    let remote = s.path().join("remote");
+    make_tree(&remote, 13);
+    let native = s.path().join("native");
+    run(Command::new("cp").arg("-a").arg(&remote).arg(&native));
+    let mnt = s.path().join("mnt");
+    let opts = format!(
+        "IdentityFile={},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port={}",
+        server.key.display(),
+        server.port
     );
+    let m = Mounted::start(
+        Command::new("sshfs")
+            .arg("-f")
+            .arg("-o")
+            .arg(&opts)
+            .arg(format!("root@127.0.0.1:{}", remote.display()))
+            .arg(&mnt),
+        &mnt,
+    );
+    assert_same_tree(&native, &mnt);
+    assert_eq!(tar_listing(&native), tar_listing(&mnt));
+    let extra = s.path().join("extra");
+    make_tree(&extra, 17);
+    for root in [&native, &mnt] {
+        change_tree(root, &extra);
+    }
+    assert_same_tree(&native, &mnt);
+    // What went through sshfs reached the server.
+    assert_same_tree(&native, &remote);
+    // A 4 MiB file copied in and read back.
+    let big: Vec<u8> = (0..4u32 << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+    std::fs::write(mnt.join("big.bin"), &big).unwrap();
+    assert_eq!(std::fs::read(remote.join("big.bin")).unwrap(), big);
+    assert!(fusebox::stats::fetch(&mnt).is_ok());
     m.unmount();
 }
 
@@ -162,30 +229,66 @@ finally:
     pyfuse3.close(unmount=True)
 "#;
 
-/// The same changes to a tree at `root`: copies, appends, renames,
-/// removals (files and a whole directory), a symlink and a hard link.
-fn change_tree(root: &Path, extra: &Path) {
-    run(Command::new("cp")
-        .arg("-r")
-        .arg(extra)
-        .arg(root.join("copied")));
-    std::fs::write(root.join("new.txt"), b"new file\n").unwrap();
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(root.join("f1"))
-        .unwrap();
-    std::io::Write::write_all(&mut f, b"appended\n").unwrap();
-    drop(f);
-    std::fs::rename(root.join("f2"), root.join("f2.renamed")).unwrap();
-    // mv, as a user would: an overlay answers EXDEV for a directory from
-    // the lower layer (as the kernel's overlayfs does without
-    // redirect_dir), and mv then copies.
-    run(Command::new("mv")
-        .arg(root.join("d1"))
-        .arg(root.join("d1.renamed")));
-    std::fs::remove_file(root.join("f3")).unwrap();
-    run(Command::new("rm").arg("-r").arg(root.join("d0")));
-    std::os::unix::fs::symlink("new.txt", root.join("new.link")).unwrap();
-    std::fs::hard_link(root.join("new.txt"), root.join("new.hard")).unwrap();
-    std::fs::create_dir(root.join("empty")).unwrap();
+/// An OpenSSH server on loopback for one test, with a key made for it;
+/// ended when dropped.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    key: std::path::PathBuf,
+}
+
+impl Sshd {
+    fn start(dir: &Path, sshd: &Path) -> Sshd {
+        let d = dir.join("sshd");
+        std::fs::create_dir_all(&d).unwrap();
+        for k in ["host", "user"] {
+            run(Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(k)));
+        }
+        std::fs::copy(d.join("user.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        // A free port: bind one, let it go, hand it to sshd.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\n\
+             PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n\
+             PidFile none\nSubsystem sftp internal-sftp\n",
+            host = d.join("host").display(),
+            auth = d.join("authorized_keys").display(),
+        );
+        std::fs::write(d.join("sshd_config"), config).unwrap();
+        let child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stderr(std::fs::File::create(d.join("log")).unwrap())
+            .spawn()
+            .unwrap();
+        let server = Sshd {
+            child,
+            port,
+            key: d.join("user"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sshd did not listen on {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

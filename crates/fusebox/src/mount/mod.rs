@@ -170,6 +170,16 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// Leave the mount in place when this is dropped: only the device is
+    /// closed, and the kernel then fails the mount's requests
+    /// (ENOTCONN) until someone unmounts it. What libfuse's
+    /// fuse_session_destroy does for a program that did not unmount.
+    pub fn disown(&self) {
+        self.mounted.store(false, Ordering::Release);
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         if self.method == Method::Adopted {

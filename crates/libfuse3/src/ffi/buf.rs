@@ -26,7 +26,6 @@ const FD_RETRY: u32 = 1 << 3;
 
 /// `size_t fuse_buf_size(const struct fuse_bufvec *bufv)`: the sum of the
 /// buffers' sizes (all of them, from the first), SIZE_MAX if any is.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_buf_size(bufv: *const FuseBufvec) -> usize {
     // SAFETY: `count` buffers follow the header (caller's contract).
     unsafe {
@@ -43,6 +42,13 @@ pub unsafe extern "C" fn fuse_buf_size(bufv: *const FuseBufvec) -> usize {
         }
         total
     }
+}
+
+/// `fuse_buf_size` as exported (see the note in mod.rs).
+#[export_name = "fuse_buf_size"]
+pub unsafe extern "C" fn export_fuse_buf_size(bufv: *const FuseBufvec) -> usize {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_buf_size(bufv) }
 }
 versioned!(fuse_buf_size, "FUSE_3.0");
 
@@ -169,7 +175,6 @@ fn copy_piece(dst: &FuseBuf, doff: usize, src: &FuseBuf, soff: usize, len: usize
 
 /// `ssize_t fuse_buf_copy(struct fuse_bufvec *dst, struct fuse_bufvec *src,
 /// enum fuse_buf_copy_flags flags)`. The splice flags change nothing here.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_buf_copy(
     dst: *mut FuseBufvec,
     src: *mut FuseBufvec,
@@ -208,5 +213,16 @@ pub unsafe extern "C" fn fuse_buf_copy(
         }
         copied
     }
+}
+
+/// `fuse_buf_copy` as exported (see the note in mod.rs).
+#[export_name = "fuse_buf_copy"]
+pub unsafe extern "C" fn export_fuse_buf_copy(
+    dst: *mut FuseBufvec,
+    src: *mut FuseBufvec,
+    _flags: u32,
+) -> isize {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_buf_copy(dst, src, _flags) }
 }
 versioned!(fuse_buf_copy, "FUSE_3.0");

@@ -177,7 +177,6 @@ unsafe fn parse(args: *mut FuseArgs, opts: &mut FuseCmdlineOpts) -> c_int {
 
 /// `int fuse_parse_cmdline(struct fuse_args *, struct fuse_cmdline_opts *)`
 /// as of 3.12 (with `max_threads`).
-#[no_mangle]
 pub unsafe extern "C" fn fuse_parse_cmdline_312(
     args: *mut FuseArgs,
     opts: *mut FuseCmdlineOpts,
@@ -189,6 +188,16 @@ pub unsafe extern "C" fn fuse_parse_cmdline_312(
         };
         parse(args, opts)
     }
+}
+
+/// `fuse_parse_cmdline_312` as exported (see the note in mod.rs).
+#[export_name = "fuse_parse_cmdline_312"]
+pub unsafe extern "C" fn export_fuse_parse_cmdline_312(
+    args: *mut FuseArgs,
+    opts: *mut FuseCmdlineOpts,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_parse_cmdline_312(args, opts) }
 }
 versioned!(fuse_parse_cmdline_312, "FUSE_3.12");
 versioned!(fuse_parse_cmdline_312 as "fuse_parse_cmdline@@FUSE_3.12");
@@ -219,7 +228,6 @@ versioned!(fuse_parse_cmdline_30, "FUSE_3.12");
 versioned!(fuse_parse_cmdline_30 as "fuse_parse_cmdline@FUSE_3.0");
 
 /// `void fuse_cmdline_help(void)`: what `fuse_parse_cmdline` understands.
-#[no_mangle]
 pub extern "C" fn fuse_cmdline_help() {
     print!(
         "    -h   --help            print help\n\
@@ -235,10 +243,15 @@ pub extern "C" fn fuse_cmdline_help() {
          \x20                          allowed (default: 10)\n"
     );
 }
+
+/// `fuse_cmdline_help` as exported (see the note in mod.rs).
+#[export_name = "fuse_cmdline_help"]
+pub extern "C" fn export_fuse_cmdline_help() {
+    fuse_cmdline_help()
+}
 versioned!(fuse_cmdline_help, "FUSE_3.0");
 
 /// `void fuse_lowlevel_help(void)`: the mount options a user may give.
-#[no_mangle]
 pub extern "C" fn fuse_lowlevel_help() {
     print!(
         "    -o allow_other         allow access by all users\n\
@@ -246,10 +259,15 @@ pub extern "C" fn fuse_lowlevel_help() {
          \x20   -o auto_unmount        auto unmount on process termination\n"
     );
 }
+
+/// `fuse_lowlevel_help` as exported (see the note in mod.rs).
+#[export_name = "fuse_lowlevel_help"]
+pub extern "C" fn export_fuse_lowlevel_help() {
+    fuse_lowlevel_help()
+}
 versioned!(fuse_lowlevel_help, "FUSE_3.0");
 
 /// `void fuse_lowlevel_version(void)`.
-#[no_mangle]
 pub extern "C" fn fuse_lowlevel_version() {
     println!(
         "using FUSE kernel interface version {}.{} (fusebox {})",
@@ -257,5 +275,11 @@ pub extern "C" fn fuse_lowlevel_version() {
         45,
         env!("CARGO_PKG_VERSION")
     );
+}
+
+/// `fuse_lowlevel_version` as exported (see the note in mod.rs).
+#[export_name = "fuse_lowlevel_version"]
+pub extern "C" fn export_fuse_lowlevel_version() {
+    fuse_lowlevel_version()
 }
 versioned!(fuse_lowlevel_version, "FUSE_3.0");

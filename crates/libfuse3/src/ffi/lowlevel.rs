@@ -30,7 +30,7 @@ use crate::abi::{
     file_info_bits as fib, FuseBufvec, FuseConnInfo, FuseCtx, FuseFileInfo, FuseForgetData,
     FuseLowlevelOps,
 };
-use crate::caps::{self, cap};
+use crate::caps;
 use crate::convert;
 
 /// The program's side of a session: its operations and private data.
@@ -164,7 +164,7 @@ fn file_info(fh: FileHandle, flags: i32) -> FuseFileInfo {
     }
 }
 
-fn opened_from(fi: &FuseFileInfo) -> Opened {
+pub(crate) fn opened_from(fi: &FuseFileInfo) -> Opened {
     use fusebox::abi::flags::fopen as fo;
     let mut flags = 0;
     for (bit, f) in [
@@ -195,6 +195,54 @@ fn entry_from(e: &crate::abi::FuseEntryParam) -> Entry {
     }
 }
 
+/// INIT as libfuse 3.14 settles it with a program: the program's init
+/// callback sees what the kernel offers (`capable`) and libfuse's default
+/// `want`, and changes `want` and the limits; a capability it wants that
+/// the kernel lacks fails INIT (EPROTO), as in libfuse. `-o` options the
+/// user gave (`forced`: on, off) win over the program.
+pub(crate) fn negotiate(
+    conn: &mut Connection,
+    default_want: impl FnOnce(u32) -> u32,
+    forced: (u64, u64),
+    init: impl FnOnce(&mut FuseConnInfo),
+) -> FsResult<()> {
+    let capable = caps::capable(conn.kernel_flags, conn.proto_minor);
+    let mut ci = FuseConnInfo {
+        proto_major: 7,
+        proto_minor: conn.proto_minor,
+        max_write: conn.max_write,
+        max_read: conn.max_read,
+        max_readahead: conn.max_readahead,
+        capable,
+        want: default_want(capable) & capable,
+        max_background: conn.max_background as u32,
+        congestion_threshold: conn.congestion_threshold as u32,
+        time_gran: conn.time_gran.max(1),
+        reserved: [0; 22],
+    };
+    init(&mut ci);
+    if ci.want & !capable != 0 {
+        super::log_error(&format!(
+            "fuse: error: filesystem requested capabilities 0x{:x} that are not supported by kernel, aborting.",
+            ci.want & !capable
+        ));
+        return Err(Errno::EPROTO);
+    }
+    let covered = caps::kernel_flags_covered();
+    let mut want = (conn.want & !covered) | caps::kernel_flags(ci.want);
+    want |= forced.0 & conn.kernel_flags;
+    want &= !forced.1;
+    conn.want = want;
+    if ci.max_write > 0 {
+        conn.max_write = conn.max_write.min(ci.max_write);
+    }
+    conn.max_readahead = conn.max_readahead.min(ci.max_readahead);
+    conn.max_background = ci.max_background.min(u16::MAX as u32) as u16;
+    conn.congestion_threshold = ci.congestion_threshold.min(u16::MAX as u32) as u16;
+    conn.time_gran = ci.time_gran;
+    Ok(())
+}
+
 /// A program's `fuse_lowlevel_ops` as a fusebox filesystem.
 pub(crate) struct Bridge {
     pub shared: Arc<Shared>,
@@ -222,23 +270,13 @@ impl Bridge {
     /// Default want, as libfuse 3.14 sets it before the init callback.
     fn default_want(&self, capable: u32) -> u32 {
         let ops = &self.shared.ops;
-        let mut want = cap::ASYNC_READ
-            | cap::PARALLEL_DIROPS
-            | cap::AUTO_INVAL_DATA
-            | cap::HANDLE_KILLPRIV
-            | cap::ASYNC_DIO
-            | cap::IOCTL_DIR
-            | cap::ATOMIC_O_TRUNC;
-        if ops.readdirplus.is_some() {
-            want |= cap::READDIRPLUS | cap::READDIRPLUS_AUTO;
-        }
-        if ops.getlk.is_some() && ops.setlk.is_some() {
-            want |= cap::POSIX_LOCKS;
-        }
-        if ops.flock.is_some() {
-            want |= cap::FLOCK_LOCKS;
-        }
-        want & capable
+        caps::default_want(caps::Callbacks {
+            write_buf: ops.write_buf.is_some(),
+            posix_locks: ops.getlk.is_some() && ops.setlk.is_some(),
+            flock: ops.flock.is_some(),
+            readdirplus: ops.readdirplus.is_some(),
+            readdir: ops.readdir.is_some(),
+        }) & capable
     }
 }
 
@@ -246,44 +284,18 @@ impl Filesystem for Bridge {
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
         let _ = self.shared.notifier.set(notifier.clone());
         let _ = self.shared.proto_minor.set(conn.proto_minor);
-        let capable = caps::capable(conn.kernel_flags, conn.proto_minor);
-        let mut ci = FuseConnInfo {
-            proto_major: 7,
-            proto_minor: conn.proto_minor,
-            max_write: conn.max_write,
-            max_read: conn.max_read,
-            max_readahead: conn.max_readahead,
-            capable,
-            want: self.default_want(capable),
-            max_background: conn.max_background as u32,
-            congestion_threshold: conn.congestion_threshold as u32,
-            time_gran: conn.time_gran.max(1),
-            reserved: [0; 22],
-        };
-        if let Some(f) = callback!(self.shared, init, fn(*mut c_void, *mut FuseConnInfo)) {
-            // SAFETY: init(void *userdata, struct fuse_conn_info *conn).
-            self.shared
-                .call(|| unsafe { f(self.shared.userdata, &mut ci) });
-        }
-        if ci.want & !capable != 0 {
-            super::log_error(&format!(
-                "fuse: error: filesystem requested capabilities 0x{:x} that are not supported by kernel, aborting.",
-                ci.want & !capable
-            ));
-            return Err(Errno::EPROTO);
-        }
-        let covered = caps::kernel_flags_covered();
-        let mut want = (conn.want & !covered) | caps::kernel_flags(ci.want);
-        want |= self.shared.force_on & conn.kernel_flags;
-        want &= !self.shared.force_off;
-        conn.want = want;
-        if ci.max_write > 0 {
-            conn.max_write = conn.max_write.min(ci.max_write);
-        }
-        conn.max_readahead = conn.max_readahead.min(ci.max_readahead);
-        conn.max_background = ci.max_background.min(u16::MAX as u32) as u16;
-        conn.congestion_threshold = ci.congestion_threshold.min(u16::MAX as u32) as u16;
-        conn.time_gran = ci.time_gran;
+        let init = callback!(self.shared, init, fn(*mut c_void, *mut FuseConnInfo));
+        negotiate(
+            conn,
+            |capable| self.default_want(capable),
+            (self.shared.force_on, self.shared.force_off),
+            |ci| {
+                if let Some(f) = init {
+                    // SAFETY: init(void *userdata, struct fuse_conn_info *conn).
+                    self.shared.call(|| unsafe { f(self.shared.userdata, ci) });
+                }
+            },
+        )?;
         self.shared.initialized.store(true, Ordering::Release);
         Ok(())
     }
@@ -852,11 +864,7 @@ impl Filesystem for Bridge {
         if lock.flock {
             let f = callback!(self.shared, flock, fn(Req, u64, *mut FuseFileInfo, c_int))
                 .ok_or(Errno::ENOSYS)?;
-            let op = match lock.typ {
-                libc::F_RDLCK => libc::LOCK_SH,
-                libc::F_WRLCK => libc::LOCK_EX,
-                _ => libc::LOCK_UN,
-            } | if sleep { 0 } else { libc::LOCK_NB };
+            let op = crate::convert::flock_operation(lock.typ, sleep);
             let req = self.request(ctx, 0)?;
             // SAFETY: flock(req, ino, fi, op).
             self.shared.call(|| unsafe { f(req, node.0, &mut fi, op) });
@@ -1059,7 +1067,7 @@ fn release_info(a: &fsops::Release) -> FuseFileInfo {
     fi
 }
 
-fn flock_from(lock: &fsops::Lock) -> libc::flock {
+pub(crate) fn flock_from(lock: &fsops::Lock) -> libc::flock {
     let mut fl = super::zeroed_flock();
     fl.l_type = lock.typ as i16;
     fl.l_whence = libc::SEEK_SET as i16;
@@ -1446,7 +1454,11 @@ versioned!(fuse_reply_iov, "FUSE_3.0");
 ///
 /// # Safety
 /// `bufv` is a valid vector.
-unsafe fn flatten(bufv: *mut FuseBufvec, flags: c_int, limit: usize) -> Result<Vec<u8>, c_int> {
+pub(crate) unsafe fn flatten(
+    bufv: *mut FuseBufvec,
+    flags: c_int,
+    limit: usize,
+) -> Result<Vec<u8>, c_int> {
     if bufv.is_null() {
         return Err(-libc::EINVAL);
     }
@@ -1736,7 +1748,7 @@ versioned!(fuse_add_direntry_plus, "FUSE_3.0");
 
 fn notifier_of(se: *mut super::session::FuseSession) -> Option<Notifier> {
     // SAFETY: the program's live session.
-    unsafe { se.as_ref() }.and_then(|s| s.shared.notifier.get().cloned())
+    unsafe { se.as_ref() }.and_then(|s| s.notifier())
 }
 
 fn notify_result(r: std::io::Result<()>) -> c_int {
@@ -1747,7 +1759,6 @@ fn notify_result(r: std::io::Result<()>) -> c_int {
 }
 
 /// `int fuse_lowlevel_notify_poll(struct fuse_pollhandle *ph)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_lowlevel_notify_poll(ph: *mut PollHandle) -> c_int {
     // SAFETY: a handle given to the program's poll callback.
     let Some(ph) = (unsafe { ph.as_ref() }) else {
@@ -1757,6 +1768,13 @@ pub unsafe extern "C" fn fuse_lowlevel_notify_poll(ph: *mut PollHandle) -> c_int
         Some(n) => notify_result(n.poll_wakeup(ph.kh)),
         None => -libc::ENOTCONN,
     }
+}
+
+/// `fuse_lowlevel_notify_poll` as exported (see the note in mod.rs).
+#[export_name = "fuse_lowlevel_notify_poll"]
+pub unsafe extern "C" fn export_fuse_lowlevel_notify_poll(ph: *mut PollHandle) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_lowlevel_notify_poll(ph) }
 }
 versioned!(fuse_lowlevel_notify_poll, "FUSE_3.0");
 

@@ -8,10 +8,13 @@
 
 mod buf;
 mod cmdline;
+mod connopts;
+mod highlevel;
 mod lowlevel;
 mod opt;
 mod parse;
 mod session;
+mod unsupported;
 
 /// Bind the exported function `$name` to version node `$node` (one of
 /// `libfuse3.map`'s).
@@ -34,6 +37,12 @@ macro_rules! versioned {
     };
 }
 pub(crate) use versioned;
+
+// Exported functions that other Rust code here also calls are exported
+// through a wrapper (`#[export_name]`, `export_*`), and the Rust callers
+// call the function itself: a `.symver` must name a symbol defined in the
+// same object, and an optimized build may place a function that is called
+// from other modules elsewhere than the `.symver` beside it.
 
 use std::ffi::{c_char, c_int};
 
@@ -80,6 +89,12 @@ pub(crate) fn zeroed_stat() -> libc::stat {
 
 /// An all-zero `struct flock`.
 pub(crate) fn zeroed_flock() -> libc::flock {
+    // SAFETY: plain integers; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// An all-zero `struct statvfs`.
+pub(crate) fn zeroed_statvfs() -> libc::statvfs {
     // SAFETY: plain integers; all-zero is a valid value.
     unsafe { std::mem::zeroed() }
 }

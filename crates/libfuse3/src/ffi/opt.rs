@@ -86,7 +86,6 @@ unsafe fn make_room(args: &mut FuseArgs) -> bool {
 }
 
 /// `int fuse_opt_add_arg(struct fuse_args *args, const char *arg)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_opt_add_arg(args: *mut FuseArgs, arg: *const c_char) -> c_int {
     // SAFETY: `args` and `arg` per fuse_opt.h: a valid struct and string.
     unsafe {
@@ -97,10 +96,16 @@ pub unsafe extern "C" fn fuse_opt_add_arg(args: *mut FuseArgs, arg: *const c_cha
         fuse_opt_insert_arg(args, argc, arg)
     }
 }
+
+/// `fuse_opt_add_arg` as exported (see the note in mod.rs).
+#[export_name = "fuse_opt_add_arg"]
+pub unsafe extern "C" fn export_fuse_opt_add_arg(args: *mut FuseArgs, arg: *const c_char) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_opt_add_arg(args, arg) }
+}
 versioned!(fuse_opt_add_arg, "FUSE_3.0");
 
 /// `int fuse_opt_insert_arg(struct fuse_args *args, int pos, const char *arg)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_opt_insert_arg(
     args: *mut FuseArgs,
     pos: c_int,
@@ -137,11 +142,21 @@ pub unsafe extern "C" fn fuse_opt_insert_arg(
     }
     0
 }
+
+/// `fuse_opt_insert_arg` as exported (see the note in mod.rs).
+#[export_name = "fuse_opt_insert_arg"]
+pub unsafe extern "C" fn export_fuse_opt_insert_arg(
+    args: *mut FuseArgs,
+    pos: c_int,
+    arg: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_opt_insert_arg(args, pos, arg) }
+}
 versioned!(fuse_opt_insert_arg, "FUSE_3.0");
 
 /// `void fuse_opt_free_args(struct fuse_args *args)`: frees what the
 /// library allocated; the struct itself is the caller's.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_opt_free_args(args: *mut FuseArgs) {
     // SAFETY: a valid struct per fuse_opt.h; an allocated vector holds
     // argc malloc'd strings.
@@ -159,6 +174,13 @@ pub unsafe extern "C" fn fuse_opt_free_args(args: *mut FuseArgs) {
         args.argv = ptr::null_mut();
         args.allocated = 0;
     }
+}
+
+/// `fuse_opt_free_args` as exported (see the note in mod.rs).
+#[export_name = "fuse_opt_free_args"]
+pub unsafe extern "C" fn export_fuse_opt_free_args(args: *mut FuseArgs) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_opt_free_args(args) }
 }
 versioned!(fuse_opt_free_args, "FUSE_3.0");
 
@@ -181,7 +203,6 @@ unsafe fn replace_list(opts: *mut *mut c_char, grown: &[u8]) -> c_int {
 }
 
 /// `int fuse_opt_add_opt(char **opts, const char *opt)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_opt_add_opt(opts: *mut *mut c_char, opt: *const c_char) -> c_int {
     // SAFETY: per fuse_opt.h, `opts` points to NULL or a malloc'd list,
     // `opt` is a string.
@@ -192,6 +213,16 @@ pub unsafe extern "C" fn fuse_opt_add_opt(opts: *mut *mut c_char, opt: *const c_
         let grown = args::add_opt(bytes(*opts), opt);
         replace_list(opts, &grown)
     }
+}
+
+/// `fuse_opt_add_opt` as exported (see the note in mod.rs).
+#[export_name = "fuse_opt_add_opt"]
+pub unsafe extern "C" fn export_fuse_opt_add_opt(
+    opts: *mut *mut c_char,
+    opt: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_opt_add_opt(opts, opt) }
 }
 versioned!(fuse_opt_add_opt, "FUSE_3.0");
 

@@ -40,7 +40,8 @@ const KEY_NONOPT: c_int = -2;
 pub(super) const KEY_KEEP: c_int = -3;
 const KEY_DISCARD: c_int = -4;
 
-type ProcFn = unsafe extern "C" fn(*mut c_void, *const c_char, c_int, *mut FuseArgs) -> c_int;
+pub(super) type ProcFn =
+    unsafe extern "C" fn(*mut c_void, *const c_char, c_int, *mut FuseArgs) -> c_int;
 
 struct Parse {
     data: *mut c_void,
@@ -216,7 +217,6 @@ impl Parse {
 
 /// `int fuse_opt_parse(struct fuse_args *args, void *data,
 /// const struct fuse_opt opts[], fuse_opt_proc_t proc)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_opt_parse(
     args: *mut FuseArgs,
     data: *mut c_void,
@@ -285,6 +285,18 @@ pub unsafe extern "C" fn fuse_opt_parse(
         *args = p.out;
     }
     0
+}
+
+/// `fuse_opt_parse` as exported (see the note in mod.rs).
+#[export_name = "fuse_opt_parse"]
+pub unsafe extern "C" fn export_fuse_opt_parse(
+    args: *mut FuseArgs,
+    data: *mut c_void,
+    opts: *const FuseOpt,
+    proc_: Option<ProcFn>,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_opt_parse(args, data, opts, proc_) }
 }
 versioned!(fuse_opt_parse, "FUSE_3.0");
 

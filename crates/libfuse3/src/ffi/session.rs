@@ -22,17 +22,48 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use fusebox::fs::PathAdapter;
 use fusebox::mount::Mount;
 use fusebox::session::DrivenSession;
-use fusebox::{Options, Session, SessionConfig};
+use fusebox::{Options, Session, SessionConfig, ShutdownHandle};
 
+use super::highlevel::{HighFs, HighShared};
 use super::lowlevel::{Bridge, Shared};
 use super::{log_error, versioned};
 use crate::abi::{FuseArgs, FuseBuf, FuseLoopConfigV1, FuseLowlevelOps};
 
+/// The program a session serves: low-level operations, or high-level
+/// ones through fusebox's path layer.
+pub(crate) enum Program {
+    Low(Arc<Shared>),
+    High(Arc<HighShared>),
+}
+
+/// A running fusebox session of either kind.
+enum Served {
+    Low(Session<Bridge>),
+    High(Session<PathAdapter<HighFs>>),
+}
+
+impl Served {
+    fn shutdown_handle(&self) -> ShutdownHandle {
+        match self {
+            Served::Low(s) => s.shutdown_handle(),
+            Served::High(s) => s.shutdown_handle(),
+        }
+    }
+
+    fn wait(self) -> Result<(), fusebox::Error> {
+        match self {
+            Served::Low(s) => s.wait(),
+            Served::High(s) => s.wait(),
+        }
+    }
+}
+
 /// What a `struct fuse_session *` points to.
 pub struct FuseSession {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) program: Program,
     options: Options,
     cfg: SessionConfig,
     /// Mounted, not yet served.
@@ -41,7 +72,7 @@ pub struct FuseSession {
     /// unmounted here (libfuse does not know the mountpoint either).
     adopted: AtomicBool,
     fd: AtomicI32,
-    serving: Mutex<Option<Session<Bridge>>>,
+    serving: Mutex<Option<Served>>,
     driven: Mutex<Option<Arc<DrivenSession<Bridge>>>>,
     exited: AtomicBool,
     /// The signal that ended the loop (what the loop returns), or -errno.
@@ -72,7 +103,7 @@ fn init_logging(debug: bool) {
 ///
 /// # Safety
 /// `args` is a valid `struct fuse_args`.
-unsafe fn arg_strings(args: &FuseArgs) -> Vec<String> {
+pub(crate) unsafe fn arg_strings(args: &FuseArgs) -> Vec<String> {
     (1..args.argc.max(0) as usize)
         .filter_map(|i| {
             // SAFETY: argc entries, each NULL or NUL-terminated.
@@ -102,41 +133,7 @@ pub unsafe extern "C" fn fuse_session_new(
         return std::ptr::null_mut();
     }
     // SAFETY: as above.
-    let mut strings = unsafe { arg_strings(a) };
-    // FUSEBOX_OPTIONS go after the program's, so they win.
-    let extra = std::env::var("FUSEBOX_OPTIONS")
-        .ok()
-        .filter(|e| !e.is_empty());
-    let from_program = strings.len();
-    if let Some(extra) = &extra {
-        strings.push("-o".into());
-        strings.push(extra.clone());
-    }
-    let parsed = match crate::session_opts::parse(&strings) {
-        Ok(p) => p,
-        Err(msg) if crate::session_opts::parse(&strings[..from_program]).is_ok() => {
-            log_error(&format!("fusebox: FUSEBOX_OPTIONS: {msg}"));
-            return std::ptr::null_mut();
-        }
-        Err(msg) => {
-            log_error(&msg);
-            // libfuse frees the caller's arguments on this error.
-            // SAFETY: the caller's args, freed as fuse_opt_free_args does.
-            unsafe { super::opt::fuse_opt_free_args(args) };
-            return std::ptr::null_mut();
-        }
-    };
-    init_logging(parsed.debug);
-    if !parsed.ignored.is_empty() {
-        tracing::info!(options = ?parsed.ignored, "options accepted with no effect on fusebox");
-    }
-    let cfg = match crate::env::session_config(|k| std::env::var(k).ok()) {
-        Ok(c) => c,
-        Err(e) => {
-            log_error(&format!("fusebox: {e}"));
-            return std::ptr::null_mut();
-        }
-    };
+    let strings = unsafe { arg_strings(a) };
     let mut ops = FuseLowlevelOps::default();
     let size = std::mem::size_of::<FuseLowlevelOps>();
     if op_size > size {
@@ -153,26 +150,114 @@ pub unsafe extern "C" fn fuse_session_new(
             )
         };
     }
-    if parsed.debug {
-        eprintln!("FUSE library version: {}", crate::PKG_VERSION);
+    match FuseSession::create(&strings, |forced| {
+        let mut shared = Shared::new(ops, userdata);
+        (shared.force_on, shared.force_off) = forced;
+        Program::Low(Arc::new(shared))
+    }) {
+        Ok(se) => Box::into_raw(se),
+        Err(CreateError::Unknown(msg)) => {
+            log_error(&msg);
+            // libfuse frees the caller's arguments on this error.
+            // SAFETY: the caller's args, freed as fuse_opt_free_args does.
+            unsafe { super::opt::fuse_opt_free_args(args) };
+            std::ptr::null_mut()
+        }
+        Err(CreateError::Other(msg)) => {
+            log_error(&msg);
+            std::ptr::null_mut()
+        }
     }
-    let mut shared = Shared::new(ops, userdata);
-    shared.force_on = parsed.force_on;
-    shared.force_off = parsed.force_off;
-    Box::into_raw(Box::new(FuseSession {
-        shared: Arc::new(shared),
-        options: parsed.options,
-        cfg,
-        mount: Mutex::new(None),
-        adopted: AtomicBool::new(false),
-        fd: AtomicI32::new(-1),
-        serving: Mutex::new(None),
-        driven: Mutex::new(None),
-        exited: AtomicBool::new(false),
-        error: AtomicI32::new(0),
-    }))
 }
 versioned!(fuse_session_new, "FUSE_3.0");
+
+/// Why a session could not be made.
+pub(crate) enum CreateError {
+    /// Arguments nobody knows (libfuse then frees the caller's vector).
+    Unknown(String),
+    /// The environment's settings are wrong.
+    Other(String),
+}
+
+impl FuseSession {
+    /// A session for `args` (argv[0] left out) serving the program
+    /// `make` builds from the flags the user forced on and off.
+    pub(crate) fn create(
+        args: &[String],
+        make: impl FnOnce((u64, u64)) -> Program,
+    ) -> Result<Box<FuseSession>, CreateError> {
+        let mut strings = args.to_vec();
+        // FUSEBOX_OPTIONS go after the program's, so they win.
+        let extra = std::env::var("FUSEBOX_OPTIONS")
+            .ok()
+            .filter(|e| !e.is_empty());
+        let from_program = strings.len();
+        if let Some(extra) = &extra {
+            strings.push("-o".into());
+            strings.push(extra.clone());
+        }
+        let parsed = match crate::session_opts::parse(&strings) {
+            Ok(p) => p,
+            Err(msg) if crate::session_opts::parse(&strings[..from_program]).is_ok() => {
+                return Err(CreateError::Other(format!(
+                    "fusebox: FUSEBOX_OPTIONS: {msg}"
+                )));
+            }
+            Err(msg) => return Err(CreateError::Unknown(msg)),
+        };
+        init_logging(parsed.debug);
+        if !parsed.ignored.is_empty() {
+            tracing::info!(options = ?parsed.ignored, "options accepted with no effect on fusebox");
+        }
+        let cfg = crate::env::session_config(|k| std::env::var(k).ok())
+            .map_err(|e| CreateError::Other(format!("fusebox: {e}")))?;
+        if parsed.debug {
+            eprintln!("FUSE library version: {}", crate::PKG_VERSION);
+        }
+        Ok(Box::new(FuseSession {
+            program: make((parsed.force_on, parsed.force_off)),
+            options: parsed.options,
+            cfg,
+            mount: Mutex::new(None),
+            adopted: AtomicBool::new(false),
+            fd: AtomicI32::new(-1),
+            serving: Mutex::new(None),
+            driven: Mutex::new(None),
+            exited: AtomicBool::new(false),
+            error: AtomicI32::new(0),
+        }))
+    }
+
+    /// Where notifications go, once INIT has been answered.
+    pub(crate) fn notifier(&self) -> Option<fusebox::protocol::Notifier> {
+        match &self.program {
+            Program::Low(s) => s.notifier.get().cloned(),
+            Program::High(h) => h.notifier.get().cloned(),
+        }
+    }
+
+    /// The node a high-level session's path has in the kernel.
+    pub(crate) fn node_of_path(&self, path: &std::path::Path) -> Option<fusebox::NodeId> {
+        match lock(&self.serving).as_ref() {
+            Some(Served::High(s)) => s.filesystem().node_of(path),
+            _ => None,
+        }
+    }
+
+    fn destroy_program(&self) {
+        match &self.program {
+            Program::Low(s) => s.destroy_once(),
+            Program::High(h) => h.destroy_once(),
+        }
+    }
+
+    fn set_serialized(&self, one_at_a_time: bool) {
+        match &self.program {
+            Program::Low(s) => s.serialize.store(one_at_a_time, Ordering::Release),
+            Program::High(h) => h.serialize.store(one_at_a_time, Ordering::Release),
+        }
+    }
+}
 
 /// The session behind a pointer the program holds.
 ///
@@ -185,7 +270,6 @@ unsafe fn session<'a>(se: *mut FuseSession) -> Option<&'a FuseSession> {
 
 /// `int fuse_session_mount(struct fuse_session *se, const char
 /// *mountpoint)`: 0, or -1 with the reason logged.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_session_mount(
     se: *mut FuseSession,
     mountpoint: *const c_char,
@@ -236,10 +320,20 @@ pub unsafe extern "C" fn fuse_session_mount(
         }
     }
 }
+
+/// `fuse_session_mount` as exported (see the note in mod.rs).
+#[export_name = "fuse_session_mount"]
+pub unsafe extern "C" fn export_fuse_session_mount(
+    se: *mut FuseSession,
+    mountpoint: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_session_mount(se, mountpoint) }
+}
 versioned!(fuse_session_mount, "FUSE_3.0");
 
 /// Serve on fusebox's threads until unmounted or exited: the loops.
-fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<usize>) -> c_int {
+pub(crate) fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<usize>) -> c_int {
     let Some(mount) = lock(&s.mount).take() else {
         log_error("fuse: the session is not mounted (or is served already)");
         return -libc::EINVAL;
@@ -250,11 +344,20 @@ fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<usize>) -> c_
     } else if let Some(max) = max_threads.filter(|&m| m > 0) {
         cfg.workers = cfg.workers.min(max).max(1);
     }
-    s.shared.serialize.store(one_at_a_time, Ordering::Release);
-    let bridge = Bridge {
-        shared: s.shared.clone(),
+    s.set_serialized(one_at_a_time);
+    let served = match &s.program {
+        Program::Low(shared) => {
+            let bridge = Bridge {
+                shared: shared.clone(),
+            };
+            Session::serve_mount(bridge, mount, &s.options, cfg).map(Served::Low)
+        }
+        Program::High(hs) => {
+            let adapter = PathAdapter::new(HighFs(hs.clone()));
+            Session::serve_mount(adapter, mount, &s.options, cfg).map(Served::High)
+        }
     };
-    let session = match Session::serve_mount(bridge, mount, &s.options, cfg) {
+    let session = match served {
         Ok(session) => session,
         Err(e) => {
             log_error(&format!("fuse: cannot serve the mount: {e}"));
@@ -320,7 +423,7 @@ versioned!(fuse_session_loop_mt_32 as "fuse_session_loop_mt@FUSE_3.2");
 /// 3.12's opaque `struct fuse_loop_config`, laid out as libfuse keeps it
 /// (programs only reach it through the fuse_loop_cfg_* functions).
 #[repr(C)]
-pub struct LoopConfig {
+pub(crate) struct LoopConfig {
     version_id: c_int,
     clone_fd: c_int,
     max_idle_threads: c_int,
@@ -332,7 +435,6 @@ const MAX_IDLE_THREADS_LIMIT: c_uint = 100_000;
 
 /// `int fuse_session_loop_mt(struct fuse_session *se, struct
 /// fuse_loop_config *config)` (3.12).
-#[no_mangle]
 pub unsafe extern "C" fn fuse_session_loop_mt_312(
     se: *mut FuseSession,
     config: *const LoopConfig,
@@ -348,6 +450,16 @@ pub unsafe extern "C" fn fuse_session_loop_mt_312(
         Some(s) => serve(s, false, max_threads),
         None => -libc::EINVAL,
     }
+}
+
+/// `fuse_session_loop_mt_312` as exported (see the note in mod.rs).
+#[export_name = "fuse_session_loop_mt_312"]
+pub unsafe extern "C" fn export_fuse_session_loop_mt_312(
+    se: *mut FuseSession,
+    config: *const LoopConfig,
+) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_session_loop_mt_312(se, config) }
 }
 versioned!(fuse_session_loop_mt_312, "FUSE_3.12");
 versioned!(fuse_session_loop_mt_312 as "fuse_session_loop_mt@@FUSE_3.12");
@@ -376,7 +488,6 @@ versioned!(fuse_loop_cfg_destroy, "FUSE_3.12");
 
 /// `void fuse_loop_cfg_set_idle_threads(struct fuse_loop_config *config,
 /// unsigned int value)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_loop_cfg_set_idle_threads(config: *mut LoopConfig, value: c_uint) {
     if value > MAX_IDLE_THREADS_LIMIT {
         log_error(&format!(
@@ -388,6 +499,16 @@ pub unsafe extern "C" fn fuse_loop_cfg_set_idle_threads(config: *mut LoopConfig,
     if let Some(c) = unsafe { config.as_mut() } {
         c.max_idle_threads = value as c_int;
     }
+}
+
+/// `fuse_loop_cfg_set_idle_threads` as exported (see the note in mod.rs).
+#[export_name = "fuse_loop_cfg_set_idle_threads"]
+pub unsafe extern "C" fn export_fuse_loop_cfg_set_idle_threads(
+    config: *mut LoopConfig,
+    value: c_uint,
+) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_loop_cfg_set_idle_threads(config, value) }
 }
 versioned!(fuse_loop_cfg_set_idle_threads, "FUSE_3.12");
 
@@ -404,12 +525,18 @@ versioned!(fuse_loop_cfg_set_max_threads, "FUSE_3.12");
 
 /// `void fuse_loop_cfg_set_clone_fd(struct fuse_loop_config *config,
 /// unsigned int value)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_loop_cfg_set_clone_fd(config: *mut LoopConfig, value: c_uint) {
     // SAFETY: a config from fuse_loop_cfg_create.
     if let Some(c) = unsafe { config.as_mut() } {
         c.clone_fd = value as c_int;
     }
+}
+
+/// `fuse_loop_cfg_set_clone_fd` as exported (see the note in mod.rs).
+#[export_name = "fuse_loop_cfg_set_clone_fd"]
+pub unsafe extern "C" fn export_fuse_loop_cfg_set_clone_fd(config: *mut LoopConfig, value: c_uint) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_loop_cfg_set_clone_fd(config, value) }
 }
 versioned!(fuse_loop_cfg_set_clone_fd, "FUSE_3.12");
 
@@ -433,12 +560,18 @@ versioned!(fuse_loop_cfg_convert, "FUSE_3.12");
 
 /// `void fuse_session_exit(struct fuse_session *se)`: async-signal-safe
 /// (one atomic store).
-#[no_mangle]
 pub unsafe extern "C" fn fuse_session_exit(se: *mut FuseSession) {
     // SAFETY: the program's session.
     if let Some(s) = unsafe { session(se) } {
         s.exited.store(true, Ordering::Release);
     }
+}
+
+/// `fuse_session_exit` as exported (see the note in mod.rs).
+#[export_name = "fuse_session_exit"]
+pub unsafe extern "C" fn export_fuse_session_exit(se: *mut FuseSession) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_session_exit(se) }
 }
 versioned!(fuse_session_exit, "FUSE_3.0");
 
@@ -471,7 +604,6 @@ pub unsafe extern "C" fn fuse_session_fd(se: *mut FuseSession) -> c_int {
 versioned!(fuse_session_fd, "FUSE_3.0");
 
 /// `void fuse_session_unmount(struct fuse_session *se)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_session_unmount(se: *mut FuseSession) {
     // SAFETY: the program's session.
     let Some(s) = (unsafe { session(se) }) else {
@@ -497,10 +629,16 @@ pub unsafe extern "C" fn fuse_session_unmount(se: *mut FuseSession) {
     }
     s.fd.store(-1, Ordering::Release);
 }
+
+/// `fuse_session_unmount` as exported (see the note in mod.rs).
+#[export_name = "fuse_session_unmount"]
+pub unsafe extern "C" fn export_fuse_session_unmount(se: *mut FuseSession) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_session_unmount(se) }
+}
 versioned!(fuse_session_unmount, "FUSE_3.0");
 
 /// `void fuse_session_destroy(struct fuse_session *se)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_session_destroy(se: *mut FuseSession) {
     if se.is_null() {
         return;
@@ -529,9 +667,23 @@ pub unsafe extern "C" fn fuse_session_destroy(se: *mut FuseSession) {
             }
         }
     }
-    s.shared.destroy_once();
-    drop(lock(&s.driven).take());
-    drop(lock(&s.mount).take());
+    s.destroy_program();
+    // Closed, not unmounted, as libfuse leaves it: a program that did not
+    // call fuse_session_unmount leaves its mount for the user to remove.
+    if let Some(d) = lock(&s.driven).take() {
+        d.mount().disown();
+    }
+    let pending = lock(&s.mount).take();
+    if let Some(m) = pending {
+        m.disown();
+    }
+}
+
+/// `fuse_session_destroy` as exported (see the note in mod.rs).
+#[export_name = "fuse_session_destroy"]
+pub unsafe extern "C" fn export_fuse_session_destroy(se: *mut FuseSession) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_session_destroy(se) }
 }
 versioned!(fuse_session_destroy, "FUSE_3.0");
 
@@ -546,8 +698,13 @@ fn driven(s: &FuseSession) -> Result<Arc<DrivenSession<Bridge>>, c_int> {
         log_error("fuse: the session is not mounted (or is served already)");
         return Err(-libc::ENODEV);
     };
+    let Program::Low(shared) = &s.program else {
+        log_error("fuse: fuse_session_receive_buf on a high-level session is not supported; use fuse_loop");
+        *lock(&s.mount) = Some(mount);
+        return Err(-libc::ENOSYS);
+    };
     let bridge = Bridge {
-        shared: s.shared.clone(),
+        shared: shared.clone(),
     };
     match DrivenSession::new(bridge, mount, &s.options, &s.cfg) {
         Ok(new) => {
@@ -718,7 +875,6 @@ fn remove_if_ours(sig: c_int, handler: extern "C" fn(c_int)) {
 
 /// `int fuse_set_signal_handlers(struct fuse_session *se)`: SIGHUP,
 /// SIGINT and SIGTERM end the session's loop; SIGPIPE is ignored.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_set_signal_handlers(se: *mut FuseSession) -> c_int {
     for (sig, h) in [
         (libc::SIGHUP, exit_handler as extern "C" fn(c_int)),
@@ -734,10 +890,16 @@ pub unsafe extern "C" fn fuse_set_signal_handlers(se: *mut FuseSession) -> c_int
     SIGNAL_SESSION.store(se, Ordering::Release);
     0
 }
+
+/// `fuse_set_signal_handlers` as exported (see the note in mod.rs).
+#[export_name = "fuse_set_signal_handlers"]
+pub unsafe extern "C" fn export_fuse_set_signal_handlers(se: *mut FuseSession) -> c_int {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_set_signal_handlers(se) }
+}
 versioned!(fuse_set_signal_handlers, "FUSE_3.0");
 
 /// `void fuse_remove_signal_handlers(struct fuse_session *se)`.
-#[no_mangle]
 pub unsafe extern "C" fn fuse_remove_signal_handlers(se: *mut FuseSession) {
     if SIGNAL_SESSION
         .compare_exchange(
@@ -759,6 +921,13 @@ pub unsafe extern "C" fn fuse_remove_signal_handlers(se: *mut FuseSession) {
         remove_if_ours(sig, h);
     }
 }
+
+/// `fuse_remove_signal_handlers` as exported (see the note in mod.rs).
+#[export_name = "fuse_remove_signal_handlers"]
+pub unsafe extern "C" fn export_fuse_remove_signal_handlers(se: *mut FuseSession) {
+    // SAFETY: forwarded as the program gave it.
+    unsafe { fuse_remove_signal_handlers(se) }
+}
 versioned!(fuse_remove_signal_handlers, "FUSE_3.0");
 
 // ------------------------------------------------------------ daemonize
@@ -766,7 +935,6 @@ versioned!(fuse_remove_signal_handlers, "FUSE_3.0");
 /// `int fuse_daemonize(int foreground)`: unless `foreground`, continue in
 /// a child in its own session with stdio on /dev/null (the parent exits
 /// once the child is set up); either way the working directory becomes /.
-#[no_mangle]
 pub extern "C" fn fuse_daemonize(foreground: c_int) -> c_int {
     if foreground == 0 {
         let mut pipe = [0 as c_int; 2];
@@ -824,5 +992,11 @@ pub extern "C" fn fuse_daemonize(foreground: c_int) -> c_int {
         let _ = unsafe { libc::chdir(c"/".as_ptr()) };
     }
     0
+}
+
+/// `fuse_daemonize` as exported (see the note in mod.rs).
+#[export_name = "fuse_daemonize"]
+pub extern "C" fn export_fuse_daemonize(foreground: c_int) -> c_int {
+    fuse_daemonize(foreground)
 }
 versioned!(fuse_daemonize, "FUSE_3.0");

@@ -290,3 +290,31 @@ impl Drop for Mounted {
         }
     }
 }
+
+/// The same changes to a tree at `root`: copies, appends, renames,
+/// removals (files and a whole directory), a symlink and a hard link.
+pub fn change_tree(root: &Path, extra: &Path) {
+    run(Command::new("cp")
+        .arg("-r")
+        .arg(extra)
+        .arg(root.join("copied")));
+    std::fs::write(root.join("new.txt"), b"new file\n").unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("f1"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"appended\n").unwrap();
+    drop(f);
+    std::fs::rename(root.join("f2"), root.join("f2.renamed")).unwrap();
+    // mv, as a user would: an overlay answers EXDEV for a directory from
+    // the lower layer (as the kernel's overlayfs does without
+    // redirect_dir), and mv then copies.
+    run(Command::new("mv")
+        .arg(root.join("d1"))
+        .arg(root.join("d1.renamed")));
+    std::fs::remove_file(root.join("f3")).unwrap();
+    run(Command::new("rm").arg("-r").arg(root.join("d0")));
+    std::os::unix::fs::symlink("new.txt", root.join("new.link")).unwrap();
+    std::fs::hard_link(root.join("new.txt"), root.join("new.hard")).unwrap();
+    std::fs::create_dir(root.join("empty")).unwrap();
+}

@@ -60,6 +60,15 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Timeouts::default()
     }
 
+    /// True to report the adapter's node ids as inode numbers (st_ino)
+    /// instead of the `ino` the filesystem gives, as libfuse does unless
+    /// its `use_ino` is set: for a filesystem with no inode numbers of its
+    /// own (sshfs over SFTP), whose 0s would make every file look like one
+    /// to find(1) and tar(1). Asked per answer; may change after `init`.
+    fn node_ids_as_inos(&self) -> bool {
+        false
+    }
+
     /// Attributes of `path`. This is also the lookup: a name exists exactly
     /// when this succeeds. `fh` is set when the kernel asks about an open file.
     fn getattr(&self, ctx: &Ctx, path: &Path, fh: Option<FileHandle>) -> FsResult<FileAttr> {
@@ -461,10 +470,17 @@ fn unseen_release(opened: &Opened, args: &Create) -> Release {
 
 impl<F: PathFilesystem> PathAdapter<F> {
     fn entry(&self, parent: NodeId, name: &OsStr, attr: FileAttr) -> FsResult<Entry> {
-        self.register(parent, name, attr, &self.fs.timeouts())
+        let mut e = self.register(parent, name, attr, &self.fs.timeouts())?;
+        if self.fs.node_ids_as_inos() {
+            e.attr.ino = e.node.0;
+        }
+        Ok(e)
     }
 
-    fn attr_reply(&self, attr: FileAttr) -> AttrReply {
+    fn attr_reply(&self, node: NodeId, mut attr: FileAttr) -> AttrReply {
+        if self.fs.node_ids_as_inos() {
+            attr.ino = node.0;
+        }
         AttrReply {
             attr,
             ttl: self.fs.timeouts().attr,
@@ -473,7 +489,10 @@ impl<F: PathFilesystem> PathAdapter<F> {
 
     fn lookup_dots(&self, ctx: &Ctx, dir: NodeId, dotdot: bool) -> FsResult<Entry> {
         let (node, path) = self.dots(dir, dotdot)?;
-        let attr = self.fs.getattr(ctx, &path, None)?;
+        let mut attr = self.fs.getattr(ctx, &path, None)?;
+        if self.fs.node_ids_as_inos() {
+            attr.ino = node.0;
+        }
         self.dots_entry(node, attr, &self.fs.timeouts())
     }
 }
@@ -512,13 +531,13 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn getattr(&self, ctx: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
         let (path, fh) = self.read().path_with_fh(node, fh)?;
-        Ok(self.attr_reply(self.fs.getattr(ctx, &path, fh)?))
+        Ok(self.attr_reply(node, self.fs.getattr(ctx, &path, fh)?))
     }
 
     fn setattr(&self, ctx: &Ctx, node: NodeId, attr: &SetAttr) -> FsResult<AttrReply> {
         let (path, fh) = self.read().path_with_fh(node, attr.fh)?;
         let attr = SetAttr { fh, ..*attr };
-        Ok(self.attr_reply(self.fs.setattr(ctx, &path, &attr)?))
+        Ok(self.attr_reply(node, self.fs.setattr(ctx, &path, &attr)?))
     }
 
     fn readlink(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
