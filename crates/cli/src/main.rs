@@ -2,6 +2,7 @@
 
 mod bench;
 mod mount;
+mod run;
 mod stats;
 
 use std::path::PathBuf;
@@ -45,6 +46,9 @@ enum Command {
     Stats(stats::StatsArgs),
     /// List the FUSE mounts of this machine.
     List,
+    /// Run an unchanged libfuse 3 program (sshfs, squashfuse, ...) on
+    /// fusebox's drop-in libfuse3.so.3: `fusebox run -- sshfs host:/ /mnt`.
+    Run(run::RunArgs),
     /// Run the papers' workloads on native, fusebox and peer frameworks
     /// side by side, and write a report.
     Bench(bench::BenchArgs),
@@ -70,6 +74,7 @@ fn main() -> Result<()> {
     init_logging(cli.verbose);
     match cli.command {
         Command::Mount(args) => mount::run(args),
+        Command::Run(args) => run::run(args),
         Command::Umount { mountpoint, abort } => {
             let mp = std::fs::canonicalize(&mountpoint).unwrap_or(mountpoint.clone());
             if !abort {

@@ -6,8 +6,8 @@
 //! |---|---|---|
 //! | `FUSEBOX_TRANSPORT` | `classic`, `uring`, `auto` | `classic` |
 //! | `FUSEBOX_WORKERS` | classic worker threads of a multi-threaded loop | CPUs, at least 2 |
-//! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `off` |
-//! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, ... (as `fusebox mount`) | `adaptive` |
+//! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `adaptive` (as `fusebox mount`) |
+//! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, `idle` (as `fusebox mount`) | `adaptive` as root, `normal` otherwise (adaptive needs CAP_SYS_NICE) |
 //! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
 //! | `FUSEBOX_OPTIONS` | more `-o` options, applied after the program's | none |
 //! | `FUSEBOX_LOG` | a tracing filter for fusebox's own log (stderr) | `warn` |
@@ -32,6 +32,12 @@ impl std::fmt::Display for EnvError {
 /// The session settings `get` (an environment lookup) describes.
 pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionConfig, EnvError> {
     let mut cfg = SessionConfig::default();
+    cfg.uring.poll = PollPolicy::parse("adaptive").expect("a valid policy");
+    if !rustix::process::geteuid().is_root() {
+        // Adaptive takes threads back from SCHED_IDLE, which needs
+        // CAP_SYS_NICE; a user's program would only be warned about it.
+        cfg.thread_policy = fusebox::session::ThreadPolicy::Normal;
+    }
     if let Some(v) = get("FUSEBOX_TRANSPORT") {
         cfg.transport = v.parse().map_err(|reason| EnvError {
             var: "FUSEBOX_TRANSPORT",

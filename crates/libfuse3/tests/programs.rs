@@ -292,3 +292,106 @@ impl Drop for Sshd {
         let _ = self.child.wait();
     }
 }
+
+/// Puts /dev/fuse's mode back as it was.
+struct DeviceMode(u32);
+
+impl Drop for DeviceMode {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
+    }
+}
+
+#[test]
+fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_) = which("squashfuse_ll").and(which("fusermount3")) else {
+        return skip("squashfuse_ll or fusermount3");
+    };
+    let user = "fbtest";
+    if Command::new("id")
+        .arg(user)
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        run(Command::new("useradd").args(["-M", "-U", "-s", "/usr/sbin/nologin", user]));
+    }
+    let uid: u32 = run(Command::new("id").args(["-u", user]))
+        .trim()
+        .parse()
+        .unwrap();
+    let s = scratch("user");
+    std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = s.path().join("src");
+    make_tree(&src, 3);
+    let img = s.path().join("tree.img");
+    run(Command::new("mksquashfs").arg(&src).arg(&img).args([
+        "-quiet",
+        "-noappend",
+        "-no-progress",
+    ]));
+    let mnt = s.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new("chown").arg(user).arg(&mnt));
+    // fusermount3 opens /dev/fuse as the user: this machine's 0600 keeps
+    // users out (Debian's libfuse3 fails the same way), so open it up for
+    // the test and put it back after.
+    let mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
+    let _restore = DeviceMode(mode);
+    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).unwrap();
+    let lib = library_dir(s.path());
+    let script = format!(
+        "LD_LIBRARY_PATH={} exec squashfuse_ll -f {} {}",
+        lib.display(),
+        img.display(),
+        mnt.display()
+    );
+    let m = Mounted::start(
+        Command::new("su").args([user, "-s", "/bin/sh", "-c", &script]),
+        &mnt,
+    );
+    // Mounted by fusermount3 for the user, named as libfuse names it.
+    let info = fusebox::mount::fuse_mount_at(&mnt).unwrap();
+    assert_eq!(info.fstype, "fuse.squashfuse_ll");
+    assert_eq!(info.source, "squashfuse_ll");
+    // Only its user may look inside (no allow_other): not even root.
+    assert_eq!(
+        std::fs::metadata(mnt.join("f0"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EACCES)
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let line = mounts
+        .lines()
+        .find(|l| l.contains(&*mnt.to_string_lossy()))
+        .unwrap();
+    assert!(line.contains(&format!("user_id={uid}")), "{line}");
+    // The user reads the files (the mount is theirs alone, no allow_other).
+    let listed = run(Command::new("su").args([
+        user,
+        "-s",
+        "/bin/sh",
+        "-c",
+        &format!("md5sum {0}/f0 {0}/d2/g3", mnt.display()),
+    ]));
+    let native = run(Command::new("md5sum")
+        .arg(src.join("f0"))
+        .arg(src.join("d2/g3")));
+    let sums = |t: &str| {
+        t.lines()
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sums(&listed), sums(&native));
+    // And unmounts it the way users do.
+    run(Command::new("su").args([
+        user,
+        "-s",
+        "/bin/sh",
+        "-c",
+        &format!("fusermount3 -u {}", mnt.display()),
+    ]));
+    m.wait_exit();
+}

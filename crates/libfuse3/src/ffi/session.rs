@@ -214,9 +214,22 @@ impl FuseSession {
         if parsed.debug {
             eprintln!("FUSE library version: {}", crate::PKG_VERSION);
         }
+        let mut options = parsed.options;
+        // The mount's source, as libfuse names it: fsname, else the
+        // subtype (fuse_parse_cmdline adds the program's name), else
+        // /dev/fuse.
+        if options.mount.fsname.is_none() {
+            options.mount.fsname = Some(
+                options
+                    .mount
+                    .subtype
+                    .clone()
+                    .unwrap_or_else(|| "/dev/fuse".into()),
+            );
+        }
         Ok(Box::new(FuseSession {
             program: make((parsed.force_on, parsed.force_off)),
-            options: parsed.options,
+            options,
             cfg,
             mount: Mutex::new(None),
             adopted: AtomicBool::new(false),

@@ -257,8 +257,14 @@ impl Mounted {
 
     /// Unmount as a user would (umount), and expect the program to end
     /// by itself, successfully.
-    pub fn unmount(mut self) {
+    pub fn unmount(self) {
         run(Command::new("umount").arg(&self.mnt));
+        self.wait_exit();
+    }
+
+    /// Expect the program to end by itself (the mount is gone),
+    /// successfully.
+    pub fn wait_exit(mut self) {
         let mut child = self.child.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(15);
         let status = loop {

@@ -1,0 +1,128 @@
+//! `fusebox run -- PROGRAM [ARGS]`: run an unchanged libfuse 3 program
+//! (sshfs, squashfuse, fuse-overlayfs, a pyfuse3 filesystem, ...) on
+//! fusebox's drop-in libfuse3.so.3: the loader is pointed at it
+//! (`LD_LIBRARY_PATH`) and the `FUSEBOX_*` environment carries the
+//! session settings; then the program replaces this process (exec), so
+//! its exit status, signals and terminal are its own.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Transport the program's mount is served over: classic, uring or
+    /// auto (FUSEBOX_TRANSPORT).
+    #[arg(long)]
+    pub transport: Option<fusebox::transport::TransportKind>,
+    /// Worker threads of a multi-threaded loop (FUSEBOX_WORKERS).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// io_uring wait: off, spin=US or adaptive[=US] (FUSEBOX_POLL).
+    #[arg(long)]
+    pub poll: Option<String>,
+    /// No `fusebox stats` socket for the mount (FUSEBOX_STATS=0).
+    #[arg(long)]
+    pub no_stats: bool,
+    /// More `-o` options for the mount, after the program's own
+    /// (FUSEBOX_OPTIONS).
+    #[arg(short = 'o', long = "options")]
+    pub options: Option<String>,
+    /// The drop-in library (default: beside this binary, or in
+    /// ../lib/fusebox/; FUSEBOX_LIBFUSE3 names it too).
+    #[arg(long)]
+    pub library: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "PROGRAM")]
+    pub command: Vec<String>,
+}
+
+/// Where the drop-in is: given, or found beside this binary.
+fn find_library(given: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = given.or_else(|| std::env::var_os("FUSEBOX_LIBFUSE3").map(PathBuf::from)) {
+        if !p.is_file() {
+            bail!("the libfuse3 drop-in {} does not exist", p.display());
+        }
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let dir = exe.parent().context("this binary has no directory")?;
+    let candidates = [
+        dir.join("libfuse3.so"),
+        dir.join("dropin/libfuse3.so.3"),
+        dir.join("../lib/fusebox/libfuse3.so.3"),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
+        format!(
+            "no libfuse3 drop-in found (looked for {}); build it with `cargo build --release -p fusebox-libfuse3` or name it with --library",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// A directory where the library answers to `libfuse3.so.3`, the name the
+/// loader looks for.
+fn loader_dir(lib: &Path) -> Result<PathBuf> {
+    let lib = std::fs::canonicalize(lib).with_context(|| format!("resolving {}", lib.display()))?;
+    if lib.file_name().is_some_and(|n| n == "libfuse3.so.3") {
+        return Ok(lib.parent().expect("a file has a directory").to_path_buf());
+    }
+    let base = if rustix::process::geteuid().is_root() {
+        PathBuf::from("/run/fusebox")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+    };
+    let dir = base.join(format!("dropin-{}", rustix::process::getuid().as_raw()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let link = dir.join("libfuse3.so.3");
+    if std::fs::read_link(&link).ok().as_deref() != Some(lib.as_path()) {
+        let tmp = dir.join(format!(".libfuse3.so.3.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&lib, &tmp)
+            .with_context(|| format!("linking {}", tmp.display()))?;
+        std::fs::rename(&tmp, &link).with_context(|| format!("placing {}", link.display()))?;
+    }
+    Ok(dir)
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let lib = find_library(args.library)?;
+    let dir = loader_dir(&lib)?;
+    let (program, rest) = args.command.split_first().expect("clap requires one");
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    let path = match std::env::var_os("LD_LIBRARY_PATH") {
+        Some(old) if !old.is_empty() => {
+            let mut p = dir.clone().into_os_string();
+            p.push(":");
+            p.push(old);
+            p
+        }
+        _ => dir.clone().into_os_string(),
+    };
+    cmd.env("LD_LIBRARY_PATH", path);
+    if let Some(t) = args.transport {
+        cmd.env("FUSEBOX_TRANSPORT", t.to_string());
+    }
+    if let Some(n) = args.workers {
+        cmd.env("FUSEBOX_WORKERS", n.to_string());
+    }
+    if let Some(p) = args.poll {
+        if fusebox::transport::uring::PollPolicy::parse(&p).is_none() {
+            bail!("--poll {p:?}: use off, spin=US or adaptive[=US]");
+        }
+        cmd.env("FUSEBOX_POLL", p);
+    }
+    if args.no_stats {
+        cmd.env("FUSEBOX_STATS", "0");
+    }
+    if let Some(o) = args.options {
+        cmd.env("FUSEBOX_OPTIONS", o);
+    }
+    let err = cmd.exec();
+    Err(err).with_context(|| format!("running {program}"))
+}
