@@ -2,8 +2,8 @@
 //! native filesystem, fusebox and peer frameworks, in one interleaved run.
 //!
 //! - [`workload`]: the named, versioned suites;
-//! - [`subject`] and [`peers`]: what is measured, each mounted over the same
-//!   backing directory;
+//! - [`subject`], [`peers`] and [`compat`]: what is measured, each mounted
+//!   over the same backing directory;
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
 //! - [`floor`]: what one round trip between two processes costs here;
@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod compat;
 pub mod engine;
 pub mod floor;
 pub mod peers;

@@ -691,6 +691,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Later { latency_ms } => later_subjects(o, *latency_ms),
             Target::Recovery => recovery_subjects(o),
             Target::Supervision => supervision_subjects(o),
+            Target::Compat(program) => crate::compat::subjects(*program, &o.fusebox_bin),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects

@@ -35,6 +35,21 @@ pub enum Target {
     /// over classic /dev/fuse, supervised (the default) and with
     /// `--no-recovery`.
     Supervision,
+    /// An unchanged Debian libfuse 3 program over the backing directory,
+    /// on Debian's libfuse3 and on fusebox's drop-in (per transport).
+    Compat(CompatProgram),
+}
+
+/// The Debian programs the compat suite runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CompatProgram {
+    /// sshfs against an OpenSSH server on loopback, serving the backing
+    /// directory.
+    Sshfs,
+    /// squashfuse over a squashfs image of the backing directory.
+    Squashfuse,
+    /// fuse-overlayfs with the backing directory as its lower layer.
+    Overlay,
 }
 
 impl Target {
@@ -49,6 +64,7 @@ impl Target {
                 | Target::PeerNoCache
                 | Target::Recovery
                 | Target::Supervision
+                | Target::Compat(_)
         )
     }
 }
@@ -537,7 +553,7 @@ pub struct Suite {
 
 pub const SUITES: &[&str] = &[
     "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later",
-    "recovery", "all",
+    "recovery", "compat", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -556,6 +572,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         // Each repetition replaces the server once: 7 give a median and a
         // max worth quoting.
         "recovery" => (recovery(), 7, 1),
+        "compat" => (compat(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -623,6 +640,106 @@ fn fastpath() -> Vec<Workload> {
             }),
             drop_caches: false,
         });
+    }
+    w
+}
+
+/// Unchanged Debian programs on Debian's libfuse3 and on fusebox's drop-in
+/// (issue 16's targets): sshfs lists a 10,000-file tree, reads 1,000 small
+/// files and copies a 1 GiB file; squashfuse does random 4 KiB reads and a
+/// tree walk; fuse-overlayfs creates, stats and unlinks 10,000 files.
+fn compat() -> Vec<Workload> {
+    let files = |phase, count, size, dataset| {
+        Kind::Files(Files {
+            phase,
+            count,
+            threads: 1,
+            file_size: size,
+            dataset,
+        })
+    };
+    let mut w = vec![];
+    let mut add = |name: &str, program, description: &str, kind, drop_caches| {
+        w.push(Workload {
+            name: format!("compat/{name}"),
+            group: "compat",
+            description: description.into(),
+            target: Target::Compat(program),
+            kind,
+            drop_caches,
+        })
+    };
+    use CompatProgram::*;
+    use FilesDataset::{Backing as Laid, JustCreated};
+    add(
+        "sshfs-list-10000",
+        Sshfs,
+        "sshfs: list a directory of 10,000 files and lstat each (ls -l), cold caches",
+        files(FilesPhase::ListStat, 10_000, 0, Laid),
+        true,
+    );
+    add(
+        "sshfs-read-1000",
+        Sshfs,
+        "sshfs: open, read whole and close 1,000 files of 4 KiB, cold caches",
+        files(FilesPhase::Read, 1_000, 4 * KIB, Laid),
+        true,
+    );
+    add(
+        "sshfs-copy-1g",
+        Sshfs,
+        "sshfs: read a 1 GiB file front to back in 1 MiB requests (the reading half of cp), cold caches",
+        Kind::Fio(Fio {
+            rw: FioRw::SeqRead,
+            bs: MIB,
+            threads: 1,
+            file_per_thread: false,
+            size: 1024 * MIB,
+            direct: false,
+            fsync_at_end: false,
+            fdatasync_every_write: false,
+            runtime: Duration::from_secs(30),
+            async_depth: None,
+        }),
+        true,
+    );
+    add(
+        "squashfuse-rnd-rd-4k",
+        Squashfuse,
+        "squashfuse: fio randread 4 KiB O_DIRECT psync of a 256 MiB file in the image",
+        Kind::Fio(Fio {
+            rw: FioRw::RandRead,
+            bs: 4 * KIB,
+            threads: 1,
+            file_per_thread: false,
+            size: 256 * MIB,
+            direct: true,
+            fsync_at_end: false,
+            fdatasync_every_write: false,
+            runtime: Duration::from_secs(5),
+            async_depth: None,
+        }),
+        true,
+    );
+    add(
+        "squashfuse-walk-10000",
+        Squashfuse,
+        "squashfuse: list a directory of 10,000 files in the image and lstat each, cold caches",
+        files(FilesPhase::ListStat, 10_000, 0, Laid),
+        true,
+    );
+    for (phase, label) in [
+        (FilesPhase::Create, "create"),
+        (FilesPhase::Stat, "stat"),
+        (FilesPhase::Delete, "unlink"),
+    ] {
+        add(
+            &format!("overlay-{label}-10000"),
+            Overlay,
+            "fuse-overlayfs over the backing directory: 10,000 files (create: open O_CREAT, 16-byte write, close); stat and unlink run on files just created through the same mount",
+            files(phase, 10_000, 16, JustCreated),
+            false,
+        );
     }
     w
 }

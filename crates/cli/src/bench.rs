@@ -12,7 +12,9 @@ use fusebox_bench::runner::{self, Backing, BenchOptions};
 SUITES: quick (about 5 minutes; the README's demo), vangoor, rfuse, xfuse, macro,
 fastpath (the io_uring/passthrough targets), knobs (each round-trip setting on and
 off, stackfs only), peer (fusebox against libfuse's own io_uring mode, matched and
-best configurations, about 15 minutes), all.
+best configurations, about 15 minutes), later, recovery, compat (unchanged
+sshfs, squashfuse and fuse-overlayfs on Debian's libfuse3 and on fusebox's
+drop-in), all.
 SUBJECTS: native (the backing directory), libfuse's passthrough_hp over io_uring
 with and without passthrough (built from --libfuse-src), libfuse 3.14 passthrough_ll,
 fuser and go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs

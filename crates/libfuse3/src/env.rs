@@ -5,7 +5,8 @@
 //! | variable | values | default |
 //! |---|---|---|
 //! | `FUSEBOX_TRANSPORT` | `classic`, `uring`, `auto` | `classic` |
-//! | `FUSEBOX_WORKERS` | classic worker threads of a multi-threaded loop | CPUs, at least 2 |
+//! | `FUSEBOX_WORKERS` | serving threads of a multi-threaded loop | the program's max_threads (libfuse's 10) |
+//! | `FUSEBOX_QUEUE_THREADS` | io_uring threads per CPU queue | workers / CPUs |
 //! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `adaptive` (as `fusebox mount`) |
 //! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, `idle` (as `fusebox mount`) | `adaptive` as root, `normal` otherwise (adaptive needs CAP_SYS_NICE) |
 //! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
@@ -47,6 +48,12 @@ pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionCon
     if let Some(v) = get("FUSEBOX_WORKERS") {
         cfg.workers = v.parse().ok().filter(|&n| n > 0).ok_or(EnvError {
             var: "FUSEBOX_WORKERS",
+            reason: format!("{v:?} is not a positive number"),
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_QUEUE_THREADS") {
+        cfg.uring.threads_per_queue = v.parse().ok().filter(|&n| n > 0).ok_or(EnvError {
+            var: "FUSEBOX_QUEUE_THREADS",
             reason: format!("{v:?} is not a positive number"),
         })?;
     }

@@ -702,19 +702,22 @@ impl PathFilesystem for HighFs {
             read,
             fn(*const c_char, *mut c_char, usize, libc::off_t, *mut FuseFileInfo) -> c_int
         ) {
-            let mut buf = vec![0u8; a.size as usize];
-            // SAFETY: read(path, buf, size, off, fi).
-            let n = check(hs.call(Some(ctx), 0, || unsafe {
-                f(
-                    pp,
-                    buf.as_mut_ptr() as *mut c_char,
-                    buf.len(),
-                    a.offset as i64,
-                    &mut fi,
-                )
-            }))? as usize;
-            out.extend_from_slice(&buf[..n.min(buf.len())]);
-            return Ok(());
+            // Straight into the reply's buffer.
+            return out
+                .fill_with(a.size as usize, |buf| {
+                    // SAFETY: read(path, buf, size, off, fi) into `buf`.
+                    check(hs.call(Some(ctx), 0, || unsafe {
+                        f(
+                            pp,
+                            buf.as_mut_ptr() as *mut c_char,
+                            buf.len(),
+                            a.offset as i64,
+                            &mut fi,
+                        )
+                    }))
+                    .map(|n| n as usize)
+                })
+                .map(|_| ());
         }
         let f = op!(
             hs,
@@ -1728,7 +1731,13 @@ pub unsafe extern "C" fn fuse_main_real(
                         let r = if opts.singlethread != 0 {
                             fuse_loop(fuse)
                         } else {
-                            fuse_loop_mt_31(fuse, opts.clone_fd)
+                            // Debian's 3.14 passes -o max_threads on.
+                            match session_of(fuse).as_ref() {
+                                Some(s) => {
+                                    session::serve(s, false, Some(opts.max_threads as usize))
+                                }
+                                None => -1,
+                            }
                         };
                         session::fuse_remove_signal_handlers(se);
                         if r != 0 {

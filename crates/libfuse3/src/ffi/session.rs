@@ -345,6 +345,9 @@ pub unsafe extern "C" fn export_fuse_session_mount(
 }
 versioned!(fuse_session_mount, "FUSE_3.0");
 
+/// libfuse 3.14's default max_threads for its multi-threaded loop.
+const LIBFUSE_MAX_THREADS: usize = 10;
+
 /// Serve on fusebox's threads until unmounted or exited: the loops.
 pub(crate) fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<usize>) -> c_int {
     let Some(mount) = lock(&s.mount).take() else {
@@ -354,8 +357,22 @@ pub(crate) fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<us
     let mut cfg = s.cfg.clone();
     if one_at_a_time {
         cfg.workers = 1;
-    } else if let Some(max) = max_threads.filter(|&m| m > 0) {
-        cfg.workers = cfg.workers.min(max).max(1);
+    } else {
+        // libfuse's multi-threaded loop grows to max_threads (10 unless
+        // the program says) while callbacks block (sshfs waits for its
+        // server in every read): as many serving threads here, unless the
+        // environment chose. Over io_uring they are spread over the
+        // CPUs' queues.
+        let max = max_threads
+            .filter(|&m| m > 0)
+            .unwrap_or(LIBFUSE_MAX_THREADS);
+        if std::env::var_os("FUSEBOX_WORKERS").is_none() {
+            cfg.workers = max;
+        }
+        if std::env::var_os("FUSEBOX_QUEUE_THREADS").is_none() {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cfg.uring.threads_per_queue = cfg.workers.div_ceil(cpus).max(1);
+        }
     }
     s.set_serialized(one_at_a_time);
     let served = match &s.program {
