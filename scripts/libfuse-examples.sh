@@ -6,7 +6,7 @@
 # is there. Safe to run again (does nothing once built).
 set -euo pipefail
 out=${1:-/var/cache/fusebox/libfuse-examples}
-if [ -x "$out/bin/hello" ] && [ -x "$out/bin/passthrough_ll" ]; then
+if [ -x "$out/bin/hello" ] && [ -x "$out/bin/passthrough_hp" ] && [ -x "$out/bin/printcap" ]; then
   exit 0
 fi
 if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
@@ -28,10 +28,16 @@ fi
 src=$(ls -d "$out"/src/fuse3-*/example | head -1)
 flags=$(pkg-config --cflags --libs fuse3)
 # Debian links with BIND_NOW; so do these (a missing symbol fails at start).
-for c in hello hello_ll passthrough passthrough_fh passthrough_ll null notify_inval_inode poll ioctl cuse; do
+# (cuse and hello_ll_uds need interfaces outside FUSE mounts: not built.)
+for c in hello hello_ll passthrough passthrough_fh passthrough_ll null notify_inval_inode \
+         notify_inval_entry notify_store_retrieve invalidate_path poll poll_client ioctl \
+         ioctl_client printcap; do
   [ -f "$src/$c.c" ] || continue
-  case $c in cuse) continue ;; esac
   gcc -Wall -O2 -Wl,-z,now -I"$src" "$src/$c.c" -o "$out/bin/$c" $flags -lpthread 2>"$out/bin/$c.log" \
     || { echo "libfuse-examples: $c did not build (see $out/bin/$c.log)"; }
 done
+if [ -f "$src/passthrough_hp.cc" ]; then
+  g++ -std=c++17 -O2 -Wl,-z,now -I"$src" "$src/passthrough_hp.cc" -o "$out/bin/passthrough_hp" $flags -lpthread \
+    2>"$out/bin/passthrough_hp.log" || echo "libfuse-examples: passthrough_hp did not build"
+fi
 ls "$out/bin" | grep -v '\.log$' | tr '\n' ' '; echo

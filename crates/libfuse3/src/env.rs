@@ -7,6 +7,7 @@
 //! | `FUSEBOX_TRANSPORT` | `classic`, `uring`, `auto` | `classic` |
 //! | `FUSEBOX_WORKERS` | serving threads of a multi-threaded loop | the program's max_threads (libfuse's 10) |
 //! | `FUSEBOX_QUEUE_THREADS` | io_uring threads per CPU queue | workers / CPUs |
+//! | `FUSEBOX_QUEUE_DEPTH` | io_uring entries per queue thread | 1 |
 //! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `adaptive` (as `fusebox mount`) |
 //! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, `idle` (as `fusebox mount`) | `adaptive` as root, `normal` otherwise (adaptive needs CAP_SYS_NICE) |
 //! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
@@ -54,6 +55,12 @@ pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionCon
     if let Some(v) = get("FUSEBOX_QUEUE_THREADS") {
         cfg.uring.threads_per_queue = v.parse().ok().filter(|&n| n > 0).ok_or(EnvError {
             var: "FUSEBOX_QUEUE_THREADS",
+            reason: format!("{v:?} is not a positive number"),
+        })?;
+    }
+    if let Some(v) = get("FUSEBOX_QUEUE_DEPTH") {
+        cfg.uring.depth = v.parse().ok().filter(|&n| n > 0).ok_or(EnvError {
+            var: "FUSEBOX_QUEUE_DEPTH",
             reason: format!("{v:?} is not a positive number"),
         })?;
     }
