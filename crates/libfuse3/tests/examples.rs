@@ -45,20 +45,33 @@ fn hello_and_hello_ll_serve_their_one_file() {
 #[test]
 fn the_passthrough_examples_match_the_same_changes_made_natively() {
     let bin = examples();
-    for prog in ["passthrough", "passthrough_fh", "passthrough_ll"] {
+    for prog in [
+        "passthrough",
+        "passthrough_fh",
+        "passthrough_ll",
+        "passthrough_hp",
+    ] {
         let s = scratch(prog);
         let (native, served) = (s.path().join("native"), s.path().join("served"));
         make_tree(&native, 21);
         make_tree(&served, 21);
         let mnt = s.path().join("mnt");
         let mut cmd = Command::new(bin.join(prog));
-        cmd.arg("-f");
-        // passthrough_ll serves the directory it is given; the others, /.
-        let through = if prog == "passthrough_ll" {
-            cmd.arg("-o").arg(format!("source={}", served.display()));
-            mnt.clone()
-        } else {
-            mnt.join(served.strip_prefix("/").unwrap())
+        if prog != "passthrough_hp" {
+            cmd.arg("-f");
+        }
+        // passthrough_ll and _hp serve the directory they are given; the
+        // others, /.
+        let through = match prog {
+            "passthrough_ll" => {
+                cmd.arg("-o").arg(format!("source={}", served.display()));
+                mnt.clone()
+            }
+            "passthrough_hp" => {
+                cmd.arg("--foreground").arg(&served);
+                mnt.clone()
+            }
+            _ => mnt.join(served.strip_prefix("/").unwrap()),
         };
         let m = Mounted::start(cmd.arg(&mnt), &mnt);
         assert_same_tree(&native, &through);
@@ -102,5 +115,68 @@ fn notify_inval_inode_reaches_the_kernel_cache() {
         "the contents never changed: {first:?}\n{}",
         m.log_text()
     );
+    m.unmount();
+}
+
+#[test]
+fn printcap_sees_the_same_capabilities_on_both_libraries() {
+    let bin = examples();
+    let s = scratch("printcap");
+    let run_on = |dropin: bool| {
+        let mut cmd = Command::new(bin.join("printcap"));
+        cmd.env("TMPDIR", s.path());
+        if dropin {
+            cmd.env("LD_LIBRARY_PATH", library_dir(s.path()));
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "printcap ({}): {}",
+            if dropin { "drop-in" } else { "Debian" },
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The version lines before it say whose library it is.
+    let caps = |out: String| out[out.find("Protocol version").expect("printed")..].to_string();
+    let (debian, ours) = (caps(run_on(false)), caps(run_on(true)));
+    assert!(debian.contains("FUSE_CAP_ASYNC_READ"), "{debian}");
+    assert_eq!(ours, debian);
+}
+
+#[test]
+fn notify_inval_entry_renames_the_file_under_the_kernels_cache() {
+    let bin = examples();
+    let s = scratch("inval-entry");
+    let mnt = s.path().join("mnt");
+    let m = Mounted::start(
+        Command::new(bin.join("notify_inval_entry"))
+            .arg("-f")
+            .arg("--update-interval=1")
+            .arg(&mnt),
+        &mnt,
+    );
+    // The one file is named after the time; the example invalidates the
+    // old name (fuse_lowlevel_notify_inval_entry) when it changes, so a
+    // name looked up once stops resolving once it is out of date.
+    let names = || -> Vec<String> {
+        std::fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    let first = names();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(mnt.join(&first[0]).exists());
+    let mut gone = false;
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(100));
+        if !mnt.join(&first[0]).exists() {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "{} still resolves\n{}", first[0], m.log_text());
+    assert_ne!(names(), first);
     m.unmount();
 }
