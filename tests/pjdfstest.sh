@@ -130,7 +130,7 @@ done 3<<< "$configs"
 DROPIN_LIB=${DROPIN_LIB:-}
 EXAMPLES=${EXAMPLES:-/var/cache/fusebox/libfuse-examples/bin}
 if [ -n "$DROPIN_LIB" ]; then
-  failed_of() { sed -n 's/^Summary: .* \([0-9]*\) failed.*/\1/p' "$1" | tail -1; }
+  failed_of() { sed -n 's/^Summary: \([0-9]*\) failed.*/\1/p' "$1" | tail -1; }
   declare -A failures
   for lib in debian fusebox; do
     dir="$WORK/ll-$lib"
