@@ -6,22 +6,20 @@
 //! function it implements to its node (`ffi`), so that pointing the loader
 //! at it (`LD_LIBRARY_PATH`) runs an unchanged binary on fusebox.
 //!
-//! What exists: the shared structs laid out as the 3.14 headers declare
-//! them ([`abi`], checked against the headers by `tests/layout.rs`), the
-//! version functions, fuse_opt.h whole, `fuse_parse_cmdline` in both ABIs,
-//! `fuse_buf_size`/`fuse_buf_copy` and logging (checked against Debian's
-//! own library by `tests/differential.rs`), and the low-level API: sessions
-//! (`fuse_session_new/mount/loop/loop_mt` in every version,
-//! `receive_buf`/`process_buf`, exit, signal handlers, `fuse_daemonize`),
-//! every `fuse_reply_*`, `fuse_req_*`, directory entries and
-//! notifications, served by fusebox's session (`ffi::lowlevel` bridges a
-//! program's `fuse_lowlevel_ops` to a fusebox `Filesystem`; every request
-//! is answered through a reply token, at once or later from any thread).
-//! `tests/programs.rs` runs Debian's squashfuse_ll, fuse-overlayfs and
-//! a pyfuse3 filesystem on it. The `FUSEBOX_*` environment ([`env`])
-//! picks the transport and threads. Not yet: the high-level API
-//! (`fuse_new`, `fuse_main_real`: sshfs, squashfuse), whose symbols are
-//! missing, so such a program stops at start (loud, not silent).
+//! What exists: everything Debian's libfuse3 3.14 exports, under every
+//! symbol version it has. The shared structs are laid out as the 3.14
+//! headers declare them ([`abi`], checked by `tests/layout.rs`); fuse_opt.h,
+//! `fuse_parse_cmdline`, `fuse_buf_copy` and logging are checked against
+//! Debian's own library by `tests/differential.rs`; the low-level API
+//! (`ffi::lowlevel`: a program's `fuse_lowlevel_ops` bridged to a fusebox
+//! `Filesystem`, every request answered through a reply token, at once or
+//! later from any thread) and the high-level API (`ffi::highlevel`: the
+//! program's `fuse_operations` as a `PathFilesystem` under fusebox's path
+//! layer) run on fusebox sessions (`ffi::session`), whose transport and
+//! threads the `FUSEBOX_*` environment picks ([`env`]). The stacking API
+//! and CUSE refuse loudly (`ffi::unsupported`). `tests/programs.rs`,
+//! `tests/examples.rs` and `tests/pyfuse3_suite.rs` run unchanged Debian
+//! programs, libfuse's examples and pyfuse3's own suite on it.
 
 pub mod abi;
 pub mod args;

@@ -86,21 +86,20 @@ fn the_passthrough_examples_match_the_same_changes_made_natively() {
     }
 }
 
-#[test]
-fn notify_inval_inode_reaches_the_kernel_cache() {
+/// One of the examples whose `current_time` file holds the time, updated
+/// every second: mounted, the file read until its contents change (up to
+/// 4 s), then unmounted; the program must end cleanly.
+fn current_time_changes(prog: &str, tag: &str) {
     let bin = examples();
-    let s = scratch("inval");
+    let s = scratch(tag);
     let mnt = s.path().join("mnt");
     let m = Mounted::start(
-        Command::new(bin.join("notify_inval_inode"))
+        Command::new(bin.join(prog))
             .arg("-f")
             .arg("--update-interval=1")
             .arg(&mnt),
         &mnt,
     );
-    // The file's contents are the time; the example keeps it in the page
-    // cache (keep_cache) and invalidates it with
-    // fuse_lowlevel_notify_inval_inode when the time changes.
     let first = std::fs::read_to_string(mnt.join("current_time")).unwrap();
     let mut changed = false;
     for _ in 0..40 {
@@ -110,12 +109,28 @@ fn notify_inval_inode_reaches_the_kernel_cache() {
             break;
         }
     }
-    assert!(
-        changed,
-        "the contents never changed: {first:?}\n{}",
-        m.log_text()
-    );
+    assert!(changed, "{prog}: {first:?} never changed\n{}", m.log_text());
+    // Another update round, so a retrieve asked for is answered or not.
+    std::thread::sleep(Duration::from_millis(1200));
     m.unmount();
+}
+
+#[test]
+fn notify_inval_inode_reaches_the_kernel_cache() {
+    // The example keeps the file in the page cache (keep_cache) and
+    // invalidates it with fuse_lowlevel_notify_inval_inode when the time
+    // changes: without the invalidation the old time would stay.
+    current_time_changes("notify_inval_inode", "inval");
+}
+
+#[test]
+fn notify_store_retrieve_stores_and_gets_its_data_back() {
+    // The example pushes the file's new contents into the kernel's cache
+    // (fuse_lowlevel_notify_store), then asks for them back
+    // (fuse_lowlevel_notify_retrieve) and checks them in its
+    // retrieve_reply callback; at exit it asserts that a retrieve it
+    // asked for was answered, so a clean exit after umount is the check.
+    current_time_changes("notify_store_retrieve", "store");
 }
 
 #[test]
@@ -178,5 +193,55 @@ fn notify_inval_entry_renames_the_file_under_the_kernels_cache() {
     }
     assert!(gone, "{} still resolves\n{}", first[0], m.log_text());
     assert_ne!(names(), first);
+    m.unmount();
+}
+
+#[test]
+fn the_ioctl_example_answers_its_client() {
+    let bin = examples();
+    let s = scratch("ioctl");
+    let mnt = s.path().join("mnt");
+    let m = Mounted::start(Command::new(bin.join("ioctl")).arg("-f").arg(&mnt), &mnt);
+    let client = |args: &[&str]| {
+        run(Command::new(bin.join("ioctl_client"))
+            .arg(mnt.join("fioc"))
+            .args(args))
+    };
+    // FIOC_GET_SIZE, FIOC_SET_SIZE, FIOC_GET_SIZE: through the
+    // high-level ioctl callback, with its in and out data.
+    assert_eq!(client(&[]).trim(), "0");
+    client(&["4096"]);
+    assert_eq!(client(&[]).trim(), "4096");
+    m.unmount();
+}
+
+#[test]
+fn the_poll_example_wakes_its_client() {
+    let bin = examples();
+    let s = scratch("poll");
+    let mnt = s.path().join("mnt");
+    let m = Mounted::start(Command::new(bin.join("poll")).arg("-f").arg(&mnt), &mnt);
+    // poll_client select()s on the 16 files 16 times; each pass returns
+    // only once the example's fuse_notify_poll woke the kernel for a file
+    // that became readable: 16 lines, each with a file read.
+    let mut child = Command::new(bin.join("poll_client"))
+        .current_dir(&mnt)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("poll_client still waiting after 30 s\n{}", m.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "{text}");
+    assert!(lines.iter().all(|l| l.contains(":01")), "{text}");
     m.unmount();
 }

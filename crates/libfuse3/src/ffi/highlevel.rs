@@ -12,8 +12,7 @@
 //! libfuse3 drop-in"): an open file that is unlinked is removed at once
 //! (no `.fuse_hidden` rename: its handle keeps working, as under
 //! `hard_remove`); `remember`/`noforget` and modules are not supported
-//! (`modules=` is refused, loudly); `ioctl`, `poll` and `bmap` are not
-//! routed (ENOSYS).
+//! (`modules=` is refused, loudly); `bmap` is not routed (ENOSYS).
 //!
 //! Soundness: callbacks are the program's functions, called with the
 //! types fuse.h declares per slot; every pointer handed to them lives
@@ -1142,6 +1141,82 @@ impl PathFilesystem for HighFs {
         Ok((attr?, super::lowlevel::opened_from(&fi)))
     }
 
+    fn ioctl(&self, ctx: &Ctx, path: &Path, a: &fsops::Ioctl, out: &mut DataOut) -> FsResult<i32> {
+        use fusebox::abi::flags::ioctl as fl;
+        let hs = &self.0;
+        if a.flags & fl::UNRESTRICTED != 0 {
+            return Err(Errno::EPERM);
+        }
+        let f = op!(
+            hs,
+            ioctl,
+            fn(*const c_char, c_uint, *mut c_void, *mut FuseFileInfo, c_uint, *mut c_void) -> c_int
+        )
+        .ok_or(Errno::ENOSYS)?;
+        // A directory's ioctl names our directory handle.
+        let fh = if a.flags & fl::DIR != 0 {
+            FileHandle(
+                hs.dir(a.fh)?
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .fs_fh,
+            )
+        } else {
+            a.fh
+        };
+        let mut fi = hs.fi(fh, 0);
+        // The data buffer libfuse hands over: the input, in a buffer as
+        // large as the output may be.
+        let mut data = a.input.to_vec();
+        data.resize(data.len().max(a.out_size as usize), 0);
+        let dp = if data.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            data.as_mut_ptr() as *mut c_void
+        };
+        let p = hs.path_for(path, true);
+        let pp = p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
+        // SAFETY: ioctl(path, cmd, arg, fi, flags, data): `data` holds
+        // max(in, out) bytes for the call.
+        let r = check(hs.call(Some(ctx), 0, || unsafe {
+            f(pp, a.cmd, a.arg as *mut c_void, &mut fi, a.flags, dp)
+        }))?;
+        out.extend_from_slice(&data[..a.out_size as usize]);
+        Ok(r)
+    }
+
+    fn poll(&self, ctx: &Ctx, path: &Path, a: &fsops::Poll) -> FsResult<u32> {
+        let hs = &self.0;
+        let f = op!(
+            hs,
+            poll,
+            fn(
+                *const c_char,
+                *mut FuseFileInfo,
+                *mut super::lowlevel::PollHandle,
+                *mut c_uint,
+            ) -> c_int
+        )
+        .ok_or(Errno::ENOSYS)?;
+        let mut fi = hs.fi(a.fh, 0);
+        fi.poll_events = a.events;
+        let ph = if a.schedule_notify {
+            Box::into_raw(Box::new(super::lowlevel::PollHandle {
+                kh: a.kh,
+                notifier: hs.notifier.get().cloned(),
+            }))
+        } else {
+            std::ptr::null_mut()
+        };
+        let mut revents: c_uint = 0;
+        let p = hs.path_for(path, true);
+        let pp = p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
+        // SAFETY: poll(path, fi, ph, &revents); the handle is the
+        // program's to keep and destroy (fuse_pollhandle_destroy).
+        check(hs.call(Some(ctx), 0, || unsafe { f(pp, &mut fi, ph, &mut revents) }))?;
+        Ok(revents)
+    }
+
     fn getlk(&self, ctx: &Ctx, path: &Path, lock: &fsops::Lock) -> FsResult<LockInfo> {
         let hs = &self.0;
         let f = op!(
@@ -1627,8 +1702,8 @@ pub unsafe extern "C" fn fuse_invalidate_path(f: *mut Fuse, path: *const c_char)
 }
 versioned!(fuse_invalidate_path, "FUSE_3.1");
 
-/// `int fuse_notify_poll(struct fuse_pollhandle *ph)`: high-level poll is
-/// not routed (no handle is ever given), so nothing to wake.
+/// `int fuse_notify_poll(struct fuse_pollhandle *ph)`: wake the poller a
+/// high-level poll callback was handed `ph` for.
 #[no_mangle]
 pub unsafe extern "C" fn fuse_notify_poll(ph: *mut super::lowlevel::PollHandle) -> c_int {
     // SAFETY: forwarded as given.

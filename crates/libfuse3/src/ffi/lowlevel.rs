@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use fusebox::fs::ops::{self as fsops, Ctx};
 use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
@@ -954,7 +954,7 @@ impl Filesystem for Bridge {
         let ph = if a.schedule_notify {
             Box::into_raw(Box::new(PollHandle {
                 kh: a.kh,
-                shared: Arc::downgrade(&self.shared),
+                notifier: self.shared.notifier.get().cloned(),
             }))
         } else {
             std::ptr::null_mut()
@@ -1094,10 +1094,11 @@ const SET_ATTR_CTIME: c_int = 1 << 10;
 const SET_ATTR_KILL_SUID: c_int = 1 << 11;
 const SET_ATTR_KILL_SGID: c_int = 1 << 12;
 
-/// What a `struct fuse_pollhandle *` points to.
+/// What a `struct fuse_pollhandle *` points to: the kernel's handle and
+/// where to send its wake-up.
 pub struct PollHandle {
-    kh: u64,
-    shared: Weak<Shared>,
+    pub(crate) kh: u64,
+    pub(crate) notifier: Option<Notifier>,
 }
 
 // ------------------------------------------------------------ fuse_req_*
@@ -1764,7 +1765,7 @@ pub unsafe extern "C" fn fuse_lowlevel_notify_poll(ph: *mut PollHandle) -> c_int
     let Some(ph) = (unsafe { ph.as_ref() }) else {
         return 0;
     };
-    match ph.shared.upgrade().and_then(|s| s.notifier.get().cloned()) {
+    match &ph.notifier {
         Some(n) => notify_result(n.poll_wakeup(ph.kh)),
         None => -libc::ENOTCONN,
     }
@@ -1901,18 +1902,80 @@ pub unsafe extern "C" fn fuse_lowlevel_notify_store(
 }
 versioned!(fuse_lowlevel_notify_store, "FUSE_3.0");
 
-/// `int fuse_lowlevel_notify_retrieve(...)`: the kernel's answer would
-/// arrive as a request for the program's retrieve_reply callback, which
-/// this library does not route yet: refused loudly.
+/// `int fuse_lowlevel_notify_retrieve(struct fuse_session *se, fuse_ino_t
+/// ino, size_t size, off_t offset, void *cookie)`: ask the kernel for
+/// what it caches of `ino`; its answer comes to the program's
+/// retrieve_reply callback (from a thread of this library, as a request
+/// the program ends with fuse_reply_none).
 #[no_mangle]
 pub unsafe extern "C" fn fuse_lowlevel_notify_retrieve(
-    _se: *mut super::session::FuseSession,
-    _ino: u64,
-    _size: usize,
-    _offset: libc::off_t,
-    _cookie: *mut c_void,
+    se: *mut super::session::FuseSession,
+    ino: u64,
+    size: usize,
+    offset: libc::off_t,
+    cookie: *mut c_void,
 ) -> c_int {
-    super::log_error("fuse: fuse_lowlevel_notify_retrieve is not supported by fusebox's libfuse3");
-    -libc::ENOSYS
+    // SAFETY: the program's live session.
+    let Some(s) = (unsafe { se.as_ref() }) else {
+        return -libc::EINVAL;
+    };
+    let Some(shared) = s.low_level() else {
+        super::log_error("fuse: fuse_lowlevel_notify_retrieve needs a low-level session");
+        return -libc::EINVAL;
+    };
+    let Some(n) = shared.notifier.get().cloned() else {
+        return -libc::ENOTCONN;
+    };
+    let offset = offset.max(0) as u64;
+    let rx = match n.retrieve(NodeId(ino), offset, size.min(u32::MAX as usize) as u32) {
+        Ok(rx) => rx,
+        Err(e) => return -e.raw_os_error().unwrap_or(libc::EIO),
+    };
+    struct Cookie(*mut c_void);
+    // SAFETY: the program's pointer, handed back to its own callback.
+    unsafe impl Send for Cookie {}
+    let cookie = Cookie(cookie);
+    let spawned = std::thread::Builder::new()
+        .name("fuse3-retrieve".into())
+        .spawn(move || {
+            let cookie = cookie;
+            // The kernel answers at once; no answer means the connection
+            // went away.
+            let Ok(mut data) = rx.recv() else { return };
+            let Some(f) = callback!(
+                shared,
+                retrieve_reply,
+                fn(Req, *mut c_void, u64, libc::off_t, *mut FuseBufvec)
+            ) else {
+                return;
+            };
+            let req = Request {
+                shared: shared.clone(),
+                ctx: FuseCtx::default(),
+                token: Mutex::new(None),
+                interrupt: None,
+            }
+            .into_raw();
+            let mut v = FuseBufvec {
+                count: 1,
+                idx: 0,
+                off: 0,
+                buf: [crate::abi::FuseBuf {
+                    size: data.len(),
+                    flags: 0,
+                    mem: data.as_mut_ptr() as *mut c_void,
+                    fd: -1,
+                    pos: 0,
+                }],
+            };
+            // SAFETY: retrieve_reply(req, cookie, ino, offset, bufv); the
+            // data lives for the call; the program ends `req` with
+            // fuse_reply_none.
+            shared.call(|| unsafe { f(req, cookie.0, ino, offset as i64, &mut v) });
+        });
+    match spawned {
+        Ok(_) => 0,
+        Err(e) => -e.raw_os_error().unwrap_or(libc::EAGAIN),
+    }
 }
 versioned!(fuse_lowlevel_notify_retrieve, "FUSE_3.0");

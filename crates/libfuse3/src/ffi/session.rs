@@ -249,6 +249,14 @@ impl FuseSession {
         }
     }
 
+    /// The program's side of a low-level session.
+    pub(crate) fn low_level(&self) -> Option<Arc<Shared>> {
+        match &self.program {
+            Program::Low(s) => Some(s.clone()),
+            Program::High(_) => None,
+        }
+    }
+
     /// The node a high-level session's path has in the kernel.
     pub(crate) fn node_of_path(&self, path: &std::path::Path) -> Option<fusebox::NodeId> {
         match lock(&self.serving).as_ref() {

@@ -242,6 +242,19 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// ioctl(2) on an open file (or directory, `args.flags` has
+    /// FUSE_IOCTL_DIR): the call's result; output data goes into `out`.
+    fn ioctl(&self, ctx: &Ctx, path: &Path, args: &Ioctl, out: &mut DataOut) -> FsResult<i32> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// poll(2) on an open file: the ready events. With
+    /// `args.schedule_notify`, tell the kernel when that changes
+    /// (`Notifier::poll_wakeup(args.kh)`).
+    fn poll(&self, ctx: &Ctx, path: &Path, args: &Poll) -> FsResult<u32> {
+        Err(Errno::ENOSYS)
+    }
+
     /// Returns the number of bytes copied. `args.node_in`/`node_out` are the
     /// adapter's ids; use the paths and handles.
     fn copy_file_range(
@@ -694,6 +707,14 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
                 Err(e)
             }
         }
+    }
+
+    fn ioctl(&self, ctx: &Ctx, node: NodeId, args: &Ioctl, out: &mut DataOut) -> FsResult<i32> {
+        self.fs.ioctl(ctx, &self.path(node, true)?, args, out)
+    }
+
+    fn poll(&self, ctx: &Ctx, node: NodeId, args: &Poll) -> FsResult<u32> {
+        self.fs.poll(ctx, &self.path(node, true)?, args)
     }
 
     fn getlk(&self, ctx: &Ctx, node: NodeId, lock: &Lock) -> FsResult<LockInfo> {
