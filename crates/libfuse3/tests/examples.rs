@@ -245,3 +245,10 @@ fn the_poll_example_wakes_its_client() {
     assert!(lines.iter().all(|l| l.contains(":01")), "{text}");
     m.unmount();
 }
+
+#[test]
+fn invalidate_path_reaches_the_kernel_cache_from_the_high_level_api() {
+    // High-level: the file is cached (kernel_cache) and invalidated by
+    // path with fuse_invalidate_path when the time changes.
+    current_time_changes("invalidate_path", "invalidate");
+}
