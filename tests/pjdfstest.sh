@@ -125,37 +125,68 @@ while read -r -u 3 label fs transport extra; do
 done 3<<< "$configs"
 # libfuse's passthrough_ll (built from Debian's fuse3 source, unchanged) on
 # Debian's libfuse3 and on fusebox's drop-in, in this same run: the drop-in
-# must pass at least as many tests. DROPIN_LIB: a directory holding
-# fusebox's libfuse3.so.3; EXAMPLES: scripts/libfuse-examples.sh's output.
+# must pass every test Debian's passes. A test that fails on the drop-in
+# only is run again alone (three tries): one that then passes is a race in
+# the test itself (open::etxtbsy fails now and then on either library) and
+# is reported, not counted. DROPIN_LIB: a directory holding fusebox's
+# libfuse3.so.3; EXAMPLES: scripts/libfuse-examples.sh's output.
 DROPIN_LIB=${DROPIN_LIB:-}
 EXAMPLES=${EXAMPLES:-/var/cache/fusebox/libfuse-examples/bin}
 if [ -n "$DROPIN_LIB" ]; then
-  failed_of() { sed -n 's/^Summary: \([0-9]*\) failed.*/\1/p' "$1" | tail -1; }
-  declare -A failures
+  failed_names() { grep -E 'FAILED$' "$1" | awk '{print $1}' | sort -u; }
+  # Mount passthrough_ll on library $1 at $2/mnt over $2/src; prints the pid.
+  mount_ll() {
+    local libpath=
+    [ "$1" = fusebox ] && libpath=$DROPIN_LIB
+    LD_LIBRARY_PATH=$libpath "$EXAMPLES/passthrough_ll" -f \
+      -o source="$2/src",allow_other,default_permissions "$2/mnt" >>"$2/daemon.log" 2>&1 &
+    echo $!
+    for _ in $(seq 100); do mountpoint -q "$2/mnt" && return 0; sleep 0.1; done
+    return 1
+  }
+  # The daemon is not this shell's child (started inside $(...)): wait
+  # for it to go by its pid.
+  unmount_ll() {
+    umount "$1/mnt" 2>/dev/null || umount -l "$1/mnt"
+    for _ in $(seq 100); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
+    echo "passthrough_ll (pid $2) did not exit after umount"; kill "$2" 2>/dev/null || true
+  }
+  ll_ok=1
   for lib in debian fusebox; do
     dir="$WORK/ll-$lib"
     mkdir -p "$dir/src" "$dir/mnt"
-    if [ $lib = fusebox ]; then libpath=$DROPIN_LIB; else libpath=; fi
-    LD_LIBRARY_PATH=$libpath "$EXAMPLES/passthrough_ll" -f \
-      -o source="$dir/src",allow_other,default_permissions "$dir/mnt" >"$dir/daemon.log" 2>&1 &
-    daemon=$!
-    for _ in $(seq 100); do mountpoint -q "$dir/mnt" && break; sleep 0.1; done
-    if ! mountpoint -q "$dir/mnt"; then
+    if ! daemon=$(mount_ll $lib "$dir"); then
       echo "passthrough_ll on $lib libfuse3 did not mount:"; cat "$dir/daemon.log"
-      status=1; kill "$daemon" 2>/dev/null || true; continue
+      ll_ok=0; continue
     fi
     (cd "$dir" && timeout 600 pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
     echo "passthrough_ll on $lib libfuse3:  $(summary "$dir/pjd.log")"
-    failures[$lib]=$(failed_of "$dir/pjd.log")
-    umount "$dir/mnt" || umount -l "$dir/mnt"
-    wait "$daemon" 2>/dev/null || true
+    unmount_ll "$dir" "$daemon"
   done
-  if [ -z "${failures[fusebox]:-}" ] || [ -z "${failures[debian]:-}" ] \
-     || [ "${failures[fusebox]}" -gt "${failures[debian]}" ]; then
-    echo "passthrough_ll: the drop-in failed ${failures[fusebox]:-?} tests, Debian's libfuse3 ${failures[debian]:-?}"
-    grep -E 'FAILED|failed$' "$WORK/ll-fusebox/pjd.log" | head -40 || true
-    status=1
+  if [ $ll_ok = 1 ]; then
+    only_ours=$(comm -13 <(failed_names "$WORK/ll-debian/pjd.log") <(failed_names "$WORK/ll-fusebox/pjd.log"))
+    if [ -n "$only_ours" ]; then
+      dir="$WORK/ll-fusebox"
+      daemon=$(mount_ll fusebox "$dir") || ll_ok=0
+      for t in $only_ours; do
+        passed=0
+        for try in 1 2 3; do
+          if (cd "$dir" && timeout 120 pjdfstest -c "$OLDPWD/$CONF" -p mnt -e "$t" >"retry-$try.log" 2>&1) \
+             && grep -q '^Summary: 0 failed' "$dir/retry-$try.log"; then
+            passed=1; break
+          fi
+        done
+        if [ $passed = 1 ]; then
+          echo "passthrough_ll: $t failed on the drop-in only, then passed alone (try $try): a race in the test"
+        else
+          echo "passthrough_ll: $t passes on Debian's libfuse3 and fails on the drop-in"
+          ll_ok=0
+        fi
+      done
+      unmount_ll "$dir" "$daemon"
+    fi
   fi
+  [ $ll_ok = 1 ] || status=1
 fi
 if [ "$runs" != "$expected" ]; then
   echo "pjdfstest: ran $runs of $expected configurations"
