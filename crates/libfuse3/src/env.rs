@@ -15,7 +15,6 @@
 //! | `FUSEBOX_LOG` | a tracing filter for fusebox's own log (stderr) | `warn` |
 
 use fusebox::transport::uring::PollPolicy;
-use fusebox::transport::TransportKind;
 use fusebox::SessionConfig;
 
 /// A bad value: which variable, and why.
@@ -82,14 +81,10 @@ pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionCon
     Ok(cfg)
 }
 
-/// Whether the transport asked for serves through io_uring.
-pub fn is_uring(cfg: &SessionConfig) -> bool {
-    cfg.transport.resolve() == TransportKind::Uring
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fusebox::transport::TransportKind;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {

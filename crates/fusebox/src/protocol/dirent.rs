@@ -36,14 +36,16 @@ impl<'a, 'b> DirEntries<'a, 'b> {
         self.plus
     }
 
-    fn record_len(&self, name: &OsStr) -> usize {
-        padded(if self.plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + name.len())
+    /// Bytes an entry named `name` takes, padding included, in a READDIR
+    /// (`plus` false) or READDIRPLUS answer.
+    pub fn record_len(plus: bool, name: &OsStr) -> usize {
+        padded(if plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + name.len())
     }
 
     /// Whether an entry with this name still fits. Check before taking a
     /// lookup reference for READDIRPLUS, so a full buffer leaks nothing.
     pub fn has_room(&self, name: &OsStr) -> bool {
-        self.record_len(name) <= self.out.remaining()
+        Self::record_len(self.plus, name) <= self.out.remaining()
     }
 
     /// Add a plain entry; `false` (and nothing added) when the buffer is full.

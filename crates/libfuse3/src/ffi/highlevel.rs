@@ -1383,6 +1383,19 @@ unsafe fn session_of(f: *mut Fuse) -> *mut FuseSession {
     unsafe { f.as_ref() }.map_or(std::ptr::null_mut(), |f| f.se)
 }
 
+/// Serve `f`'s session: one request at a time, or with up to
+/// `max_threads` threads; -1 for a NULL handle, as libfuse answers.
+///
+/// # Safety
+/// `f` is NULL or from fuse_new, not yet destroyed.
+unsafe fn serve(f: *mut Fuse, one_at_a_time: bool, max_threads: Option<usize>) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { session_of(f).as_ref() } {
+        Some(s) => session::serve(s, one_at_a_time, max_threads),
+        None => -1,
+    }
+}
+
 /// `struct fuse *fuse_new(struct fuse_args *args, const struct
 /// fuse_operations *op, size_t op_size, void *user_data)` (3.1).
 pub unsafe extern "C" fn fuse_new_31(
@@ -1559,10 +1572,7 @@ versioned!(fuse_destroy, "FUSE_3.0");
 /// `int fuse_loop(struct fuse *f)`: one request at a time.
 pub unsafe extern "C" fn fuse_loop(f: *mut Fuse) -> c_int {
     // SAFETY: the program's handle.
-    match unsafe { session_of(f).as_ref() } {
-        Some(s) => session::serve(s, true, None),
-        None => -1,
-    }
+    unsafe { serve(f, true, None) }
 }
 
 /// `fuse_loop` as exported (see the note in mod.rs).
@@ -1576,10 +1586,7 @@ versioned!(fuse_loop, "FUSE_3.0");
 /// `fuse_loop_mt` before 3.2: `(f, int clone_fd)`.
 pub unsafe extern "C" fn fuse_loop_mt_31(f: *mut Fuse, _clone_fd: c_int) -> c_int {
     // SAFETY: the program's handle.
-    match unsafe { session_of(f).as_ref() } {
-        Some(s) => session::serve(s, false, None),
-        None => -1,
-    }
+    unsafe { serve(f, false, None) }
 }
 
 /// `fuse_loop_mt_31` as exported (see the note in mod.rs).
@@ -1595,10 +1602,7 @@ versioned!(fuse_loop_mt_31 as "fuse_loop_mt@FUSE_3.0");
 #[no_mangle]
 pub unsafe extern "C" fn fuse_loop_mt_32(f: *mut Fuse, _config: *const FuseLoopConfigV1) -> c_int {
     // SAFETY: the program's handle.
-    match unsafe { session_of(f).as_ref() } {
-        Some(s) => session::serve(s, false, None),
-        None => -1,
-    }
+    unsafe { serve(f, false, None) }
 }
 versioned!(fuse_loop_mt_32, "FUSE_3.12");
 versioned!(fuse_loop_mt_32 as "fuse_loop_mt@FUSE_3.2");
@@ -1807,12 +1811,7 @@ pub unsafe extern "C" fn fuse_main_real(
                             fuse_loop(fuse)
                         } else {
                             // Debian's 3.14 passes -o max_threads on.
-                            match session_of(fuse).as_ref() {
-                                Some(s) => {
-                                    session::serve(s, false, Some(opts.max_threads as usize))
-                                }
-                                None => -1,
-                            }
+                            serve(fuse, false, Some(opts.max_threads as usize))
                         };
                         session::fuse_remove_signal_handlers(se);
                         if r != 0 {

@@ -123,19 +123,29 @@ unsafe fn answer(req: Req, what: &str) -> Option<ReplyToken> {
         super::log_error(&format!("fuse: {what}: NULL request"));
         return None;
     }
-    // SAFETY: the program gives back the pointer it was handed; answering
-    // ends its life (the one strong count into_raw left).
+    // SAFETY: the caller's contract.
+    let token = unsafe { take_back(req) };
+    if token.is_none() {
+        super::log_error(&format!(
+            "fuse: {what}: the request was already answered (or takes no answer)"
+        ));
+    }
+    token
+}
+
+/// End the life of a request handed to the program (the one strong count
+/// `into_raw` left) and take its token, if it still has one.
+///
+/// # Safety
+/// `req` is non-NULL, came from [`Request::into_raw`], and is ended once.
+unsafe fn take_back(req: Req) -> Option<ReplyToken> {
+    // SAFETY: the caller's contract.
     let req = unsafe { Arc::from_raw(req as *const Request) };
     let token = req
         .token
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
-    if token.is_none() {
-        super::log_error(&format!(
-            "fuse: {what}: the request was already answered (or takes no answer)"
-        ));
-    }
     token
 }
 
@@ -251,9 +261,13 @@ pub(crate) struct Bridge {
 impl Bridge {
     /// A request for the program, owning `ctx`'s reply.
     fn request(&self, ctx: &Ctx, umask: u32) -> Result<Req, Errno> {
-        let token = ctx.reply_later()?;
+        Ok(self.request_with(ctx, ctx.reply_later()?, umask))
+    }
+
+    /// A request for the program owning `token`, `ctx`'s reply.
+    fn request_with(&self, ctx: &Ctx, token: ReplyToken, umask: u32) -> Req {
         let interrupt = Some(token.interrupt_handle());
-        Ok(Request {
+        Request {
             shared: self.shared.clone(),
             ctx: FuseCtx {
                 uid: ctx.uid,
@@ -264,7 +278,7 @@ impl Bridge {
             token: Mutex::new(Some(token)),
             interrupt,
         }
-        .into_raw())
+        .into_raw()
     }
 
     /// Default want, as libfuse 3.14 sets it before the init callback.
@@ -782,7 +796,7 @@ impl Filesystem for Bridge {
             .ok_or(Errno::ENOSYS)?;
         let token = ctx.reply_later()?;
         let size = token.xattr_size_asked().unwrap_or(0) as usize;
-        let req = self.request_with(ctx, token);
+        let req = self.request_with(ctx, token, 0);
         let name = cname(name);
         // SAFETY: getxattr(req, ino, name, size).
         self.shared
@@ -794,7 +808,7 @@ impl Filesystem for Bridge {
         let f = callback!(self.shared, listxattr, fn(Req, u64, usize)).ok_or(Errno::ENOSYS)?;
         let token = ctx.reply_later()?;
         let size = token.xattr_size_asked().unwrap_or(0) as usize;
-        let req = self.request_with(ctx, token);
+        let req = self.request_with(ctx, token, 0);
         // SAFETY: listxattr(req, ino, size).
         self.shared.call(|| unsafe { f(req, node.0, size) });
         Err(Errno::LATER)
@@ -1041,24 +1055,6 @@ impl Filesystem for Bridge {
     }
 }
 
-impl Bridge {
-    fn request_with(&self, ctx: &Ctx, token: ReplyToken) -> Req {
-        let interrupt = Some(token.interrupt_handle());
-        Request {
-            shared: self.shared.clone(),
-            ctx: FuseCtx {
-                uid: ctx.uid,
-                gid: ctx.gid,
-                pid: ctx.pid as i32,
-                umask: 0,
-            },
-            token: Mutex::new(Some(token)),
-            interrupt,
-        }
-        .into_raw()
-    }
-}
-
 fn release_info(a: &fsops::Release) -> FuseFileInfo {
     let mut fi = file_info(a.fh, a.flags);
     fi.lock_owner = a.lock_owner;
@@ -1280,13 +1276,7 @@ pub unsafe extern "C" fn fuse_reply_none(req: Req) {
         return;
     }
     // SAFETY: the request handed to the program, ending here.
-    let req = unsafe { Arc::from_raw(req as *const Request) };
-    let token = req
-        .token
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
-    if let Some(t) = token {
+    if let Some(t) = unsafe { take_back(req) } {
         // A request that needed an answer: the kernel would wait for it
         // forever. Answer EIO and say so.
         super::log_error(&format!(
@@ -1654,30 +1644,35 @@ versioned!(fuse_reply_lseek, "FUSE_3.0");
 
 // ------------------------------------------------------------ directories
 
-/// One `struct fuse_dirent` record (header, name, zero padding to 8
-/// bytes) at the start of `out` if it fits; its padded size either way.
-fn put_dirent(out: &mut [u8], name: &[u8], ino: u64, off: u64, mode: u32) -> usize {
-    use zerocopy::IntoBytes;
-    let head = fusebox::abi::Dirent {
-        ino,
-        off,
-        namelen: name.len() as u32,
-        typ: (mode & libc::S_IFMT) >> 12,
-    };
-    let len = std::mem::size_of::<fusebox::abi::Dirent>() + name.len();
-    let padded = len.next_multiple_of(8);
-    if padded <= out.len() {
-        let h = head.as_bytes();
-        out[..h.len()].copy_from_slice(h);
-        out[h.len()..len].copy_from_slice(name);
-        out[len..padded].fill(0);
+/// Add one entry to a program's directory buffer in the kernel's format
+/// (fusebox's own encoder over the buffer): its size, written only if it
+/// fits (`buf` may be NULL to ask).
+///
+/// # Safety
+/// `buf` is NULL or has `bufsize` writable bytes.
+unsafe fn add_entry(
+    buf: *mut c_char,
+    bufsize: usize,
+    name: &[u8],
+    entry: &Entry,
+    off: u64,
+    plus: bool,
+) -> usize {
+    let name = OsStr::from_bytes(name);
+    if !buf.is_null() {
+        // SAFETY: the caller's contract.
+        let slice = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bufsize) };
+        let mut out = DataOut::lent(slice, bufsize);
+        // Nothing is written when it does not fit.
+        DirEntries::new(&mut out, plus).push_plus(entry, off, name);
     }
-    padded
+    DirEntries::record_len(plus, name)
 }
 
 /// `size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
 /// const char *name, const struct stat *stbuf, off_t off)`: the entry's
 /// size; written only if it fits in `bufsize` (`buf` may be NULL to ask).
+/// Only the stat's inode number and file type are used.
 #[no_mangle]
 pub unsafe extern "C" fn fuse_add_direntry(
     _req: Req,
@@ -1690,16 +1685,15 @@ pub unsafe extern "C" fn fuse_add_direntry(
     if name.is_null() {
         return 0;
     }
-    // SAFETY: a NUL-terminated name; the stat and buffer per the header.
+    // SAFETY: a NUL-terminated name; the stat NULL or valid.
     let (name, st) = unsafe { (CStr::from_ptr(name).to_bytes(), stbuf.as_ref()) };
-    let (ino, mode) = st.map_or((0, 0), |s| (s.st_ino, s.st_mode));
-    let out: &mut [u8] = if buf.is_null() {
-        &mut []
-    } else {
-        // SAFETY: `bufsize` writable bytes at `buf`.
-        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bufsize) }
-    };
-    put_dirent(out, name, ino, off as u64, mode)
+    let mut entry = Entry::negative(std::time::Duration::ZERO);
+    if let Some(st) = st {
+        entry.attr.ino = st.st_ino;
+        entry.attr.mode = st.st_mode;
+    }
+    // SAFETY: the program's buffer per the header.
+    unsafe { add_entry(buf, bufsize, name, &entry, off as u64, false) }
 }
 versioned!(fuse_add_direntry, "FUSE_3.0");
 
@@ -1716,32 +1710,13 @@ pub unsafe extern "C" fn fuse_add_direntry_plus(
     e: *const crate::abi::FuseEntryParam,
     off: libc::off_t,
 ) -> usize {
-    use zerocopy::IntoBytes;
     if name.is_null() || e.is_null() {
         return 0;
     }
     // SAFETY: a NUL-terminated name and the program's entry.
     let (name, e) = unsafe { (CStr::from_ptr(name).to_bytes(), &*e) };
-    let entry = entry_from(e).to_abi();
-    let head = entry.as_bytes();
-    let out: &mut [u8] = if buf.is_null() {
-        &mut []
-    } else {
-        // SAFETY: `bufsize` writable bytes at `buf`.
-        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bufsize) }
-    };
-    let dirent_room = out.len().saturating_sub(head.len());
-    let need_dirent = {
-        let mut probe = [];
-        put_dirent(&mut probe, name, e.attr.st_ino, off as u64, e.attr.st_mode)
-    };
-    let total = head.len() + need_dirent;
-    if total <= out.len() {
-        out[..head.len()].copy_from_slice(head);
-        let rest = &mut out[head.len()..head.len() + dirent_room];
-        put_dirent(rest, name, e.attr.st_ino, off as u64, e.attr.st_mode);
-    }
-    total
+    // SAFETY: the program's buffer per the header.
+    unsafe { add_entry(buf, bufsize, name, &entry_from(e), off as u64, true) }
 }
 versioned!(fuse_add_direntry_plus, "FUSE_3.0");
 

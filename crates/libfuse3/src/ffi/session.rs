@@ -412,10 +412,14 @@ pub(crate) fn serve(s: &FuseSession, one_at_a_time: bool, max_threads: Option<us
     };
     let handle = session.shutdown_handle();
     *lock(&s.serving) = Some(session);
+    // Exit comes from a signal handler (an atomic store, nothing to wake
+    // a waiter with): looked at, with the workers, 20 times a second.
     while !s.exited.load(Ordering::Acquire) {
-        if handle.wait_workers(Duration::from_millis(50)) {
+        if handle.wait_workers(Duration::ZERO) {
             // Unmounted, or the connection was aborted.
             s.exited.store(true, Ordering::Release);
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
     let error = s.error.load(Ordering::Acquire);
