@@ -169,6 +169,14 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
         Kind::Fio(f) if matches!(w.target, Target::TimingFs { .. } | Target::Later { .. }) => {
             run_fio_on(f, dir, Some("file0"))
         }
+        // A block device: fio on the device node itself.
+        Kind::Fio(f) if matches!(w.target, Target::Blk(_)) => {
+            let (parent, name) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()));
+            match (parent, name) {
+                (Some(p), Some(n)) => run_fio_on(f, p, Some(n)),
+                _ => bail!("{} is not a device path", dir.display()),
+            }
+        }
         Kind::Fio(f) => run_fio(f, &work),
         Kind::Files(f) => run_files(f, &work),
         Kind::FxMark {

@@ -2,7 +2,7 @@
 //! native filesystem, fusebox and peer frameworks, in one interleaved run.
 //!
 //! - [`workload`]: the named, versioned suites;
-//! - [`subject`], [`peers`] and [`compat`]: what is measured, each mounted
+//! - [`subject`], [`peers`], [`compat`] and [`blk`]: what is measured, each mounted
 //!   over the same backing directory;
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod blk;
 pub mod compat;
 pub mod engine;
 pub mod floor;

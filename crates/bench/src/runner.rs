@@ -692,6 +692,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Recovery => recovery_subjects(o),
             Target::Supervision => supervision_subjects(o),
             Target::Compat(program) => crate::compat::subjects(*program, &o.fusebox_bin),
+            Target::Blk(driver) => crate::blk::subjects(*driver, &o.fusebox_bin),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects

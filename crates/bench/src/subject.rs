@@ -19,6 +19,8 @@ pub struct Mounted {
     pub fusebox_mount: Option<PathBuf>,
     child: Option<Child>,
     unmount: Option<PathBuf>,
+    /// Run first when dropped (block devices: detach, stop the server).
+    cleanup: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Mounted {
@@ -29,6 +31,25 @@ impl Mounted {
             fusebox_mount: None,
             child: None,
             unmount: None,
+            cleanup: None,
+        }
+    }
+
+    /// Something set up outside the daemon model (a loop device over a
+    /// served file): `cleanup` undoes it when dropped.
+    pub fn with_cleanup(
+        dir: &Path,
+        daemon_pid: Option<u32>,
+        fusebox_mount: Option<PathBuf>,
+        cleanup: impl FnOnce() + Send + 'static,
+    ) -> Mounted {
+        Mounted {
+            dir: dir.to_path_buf(),
+            daemon_pid,
+            fusebox_mount,
+            child: None,
+            unmount: None,
+            cleanup: Some(Box::new(cleanup)),
         }
     }
 
@@ -40,6 +61,7 @@ impl Mounted {
             fusebox_mount: None,
             child: Some(child),
             unmount: Some(mnt.to_path_buf()),
+            cleanup: None,
         }
     }
 
@@ -92,6 +114,9 @@ pub fn process_ctx_switches(pid: u32) -> Option<u64> {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup();
+        }
         if let Some(mnt) = self.unmount.take() {
             let _ = fusebox::mount::unmount_path(&mnt, false);
         }

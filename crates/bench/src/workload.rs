@@ -38,6 +38,19 @@ pub enum Target {
     /// An unchanged Debian libfuse 3 program over the backing directory,
     /// on Debian's libfuse3 and on fusebox's drop-in (per transport).
     Compat(CompatProgram),
+    /// A block device with this driver: fusebox's `blk` beside a loop
+    /// device over tmpfs, nbdkit through nbdfuse and qemu-storage-daemon's
+    /// FUSE export. Fio runs on the device itself.
+    Blk(BlkDriver),
+}
+
+/// The drivers the blk suite compares.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BlkDriver {
+    /// Reads zeros, drops writes: the cost of the path alone.
+    Null,
+    /// Memory.
+    Ram,
 }
 
 /// The Debian programs the compat suite runs.
@@ -553,7 +566,7 @@ pub struct Suite {
 
 pub const SUITES: &[&str] = &[
     "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later",
-    "recovery", "compat", "all",
+    "recovery", "compat", "blk", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -573,6 +586,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         // max worth quoting.
         "recovery" => (recovery(), 7, 1),
         "compat" => (compat(), 3, 1),
+        "blk" => (blk(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -640,6 +654,58 @@ fn fastpath() -> Vec<Workload> {
             }),
             drop_caches: false,
         });
+    }
+    w
+}
+
+/// Block devices (issue 17's targets): fio on the device, 4 KiB random
+/// reads and writes at queue depth 1 and 32, 1 MiB sequential reads and
+/// writes at depth 8, libaio, O_DIRECT, with the null and ram drivers.
+fn blk() -> Vec<Workload> {
+    let mut w = vec![];
+    for driver in [BlkDriver::Null, BlkDriver::Ram] {
+        let d = match driver {
+            BlkDriver::Null => "null",
+            BlkDriver::Ram => "ram",
+        };
+        for (rw, bs, depth) in [
+            (FioRw::RandRead, 4 * KIB, 1),
+            (FioRw::RandRead, 4 * KIB, 32),
+            (FioRw::RandWrite, 4 * KIB, 1),
+            (FioRw::RandWrite, 4 * KIB, 32),
+            (FioRw::SeqRead, MIB, 8),
+            (FioRw::SeqWrite, MIB, 8),
+        ] {
+            let kind = if rw.is_read() { "rd" } else { "wr" };
+            let pattern = if matches!(rw, FioRw::RandRead | FioRw::RandWrite) {
+                "rnd"
+            } else {
+                "seq"
+            };
+            w.push(Workload {
+                name: format!("blk/{d}-{pattern}-{kind}-{}-qd{depth}", size_name(bs)),
+                group: "blk",
+                description: format!(
+                    "{d} device: fio {} {} libaio O_DIRECT, queue depth {depth}, 4 s",
+                    rw.fio_name(),
+                    size_name(bs)
+                ),
+                target: Target::Blk(driver),
+                kind: Kind::Fio(Fio {
+                    rw,
+                    bs,
+                    threads: 1,
+                    file_per_thread: false,
+                    size: crate::blk::DEVICE_SIZE,
+                    direct: true,
+                    fsync_at_end: false,
+                    fdatasync_every_write: false,
+                    runtime: Duration::from_secs(4),
+                    async_depth: Some(depth),
+                }),
+                drop_caches: false,
+            });
+        }
     }
     w
 }

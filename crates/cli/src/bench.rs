@@ -14,7 +14,8 @@ fastpath (the io_uring/passthrough targets), knobs (each round-trip setting on a
 off, stackfs only), peer (fusebox against libfuse's own io_uring mode, matched and
 best configurations, about 15 minutes), later, recovery, compat (unchanged
 sshfs, squashfuse and fuse-overlayfs on Debian's libfuse3 and on fusebox's
-drop-in), all.
+drop-in), blk (block devices: fusebox's null and ram drivers beside a loop
+device over tmpfs, nbdkit through nbdfuse and qemu-storage-daemon), all.
 SUBJECTS: native (the backing directory), libfuse's passthrough_hp over io_uring
 with and without passthrough (built from --libfuse-src), libfuse 3.14 passthrough_ll,
 fuser and go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs

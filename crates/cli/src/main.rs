@@ -1,6 +1,8 @@
 //! `fusebox`: mount example filesystems, read live statistics, unmount.
 
 mod bench;
+mod blk;
+mod daemon;
 mod mount;
 mod run;
 mod stats;
@@ -49,6 +51,10 @@ enum Command {
     /// Run an unchanged libfuse 3 program (sshfs, squashfuse, ...) on
     /// fusebox's drop-in libfuse3.so.3: `fusebox run -- sshfs host:/ /mnt`.
     Run(run::RunArgs),
+    /// Block devices served by user-space drivers (ram, file, null,
+    /// timing): create, list, replace, destroy.
+    #[command(subcommand)]
+    Blk(blk::BlkCommand),
     /// Run the papers' workloads on native, fusebox and peer frameworks
     /// side by side, and write a report.
     Bench(bench::BenchArgs),
@@ -123,6 +129,7 @@ fn main() -> Result<()> {
         }
         Command::Stats(args) => stats::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Blk(cmd) => blk::run(cmd),
         Command::List => {
             for m in fusebox::mount::fuse_mounts() {
                 println!(

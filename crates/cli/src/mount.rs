@@ -1,7 +1,6 @@
 //! `fusebox mount`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -513,35 +512,9 @@ fn supervise(
 /// Run the same command in a detached child and return once it is mounted,
 /// so that errors (bad source, busy mountpoint) still reach this terminal.
 fn daemonize(args: &MountArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("locating the fusebox binary")?;
-    let stderr = match &args.log_file {
-        Some(p) => Stdio::from(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        ),
-        None => Stdio::piped(),
-    };
-    let mut child = Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .arg("--notify-ready")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .process_group(0)
-        .spawn()
-        .context("starting the background daemon")?;
-    let stdout = child.stdout.take().expect("piped");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    if line.starts_with("ready") {
-        println!("{}", line.trim().replace("ready", "fusebox daemon pid"));
-        return Ok(());
-    }
-    let status = child.wait()?;
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        std::io::Read::read_to_string(&mut e, &mut err).ok();
-    }
-    bail!("the daemon failed ({status}):\n{}", err.trim())
+    let pid = crate::daemon::start(&[], args.log_file.as_deref())?;
+    println!("fusebox daemon pid {pid}");
+    Ok(())
 }
 
 /// Raise the soft fd limit to the hard one, as Go's runtime does for every

@@ -8,6 +8,7 @@ use fusebox::stats::{Snapshot, BINS};
 
 #[derive(Args)]
 pub struct StatsArgs {
+    /// A mountpoint, or a block device fusebox serves (NAME, /dev/fusebox/NAME, /dev/loopN).
     pub mountpoint: PathBuf,
     /// Print the raw snapshot as JSON.
     #[arg(long)]
@@ -25,7 +26,13 @@ fn fmt_ns(ns: u64) -> String {
     }
 }
 
-pub fn run(args: StatsArgs) -> Result<()> {
+pub fn run(mut args: StatsArgs) -> Result<()> {
+    // A block device (NAME, /dev/fusebox/NAME, /dev/loopN): its mount.
+    if !args.mountpoint.is_dir() {
+        if let Some(r) = fusebox_blk::registry::find(&args.mountpoint.to_string_lossy()) {
+            args.mountpoint = r.mountpoint;
+        }
+    }
     let snap = fusebox::stats::fetch(&args.mountpoint).with_context(|| {
         format!(
             "reading stats of {} (is a fusebox daemon serving it?)",
