@@ -9,8 +9,11 @@ need=()
 # when the bench is given a libfuse source tree (--libfuse-src).
 # sshfs, squashfuse, fuse-overlayfs, python3-pyfuse3 (+ squashfs-tools,
 # openssh-server): unchanged Debian programs the libfuse3 drop-in runs.
+# e2fsprogs: ext4 on fusebox block devices in the tests; nbdkit, libnbd-bin
+# (nbdfuse) and qemu-system-common (qemu-storage-daemon): the blk bench's peers.
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
-           sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server; do
+           sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server \
+           e2fsprogs nbdkit libnbd-bin qemu-system-common; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

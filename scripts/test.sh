@@ -14,8 +14,11 @@ cargo test --workspace --locked -- --test-threads=2
 mkdir -p target/release/dropin
 ln -sf ../libfuse3.so target/release/dropin/libfuse3.so.3
 BIN=target/release/fusebox DROPIN_LIB="$PWD/target/release/dropin" tests/pjdfstest.sh
-# No test may leave a mount behind, even a failed one.
-left=$(grep -E 'fusebox-(test|cli|pjdfstest|lf3)' /proc/self/mounts || true)
+# No test may leave a mount behind, even a failed one, nor a block device
+# (a loop device over a fusebox-blk mount, its record or its link).
+left=$(grep -E 'fusebox-(test|cli|pjdfstest|lf3|blk)' /proc/self/mounts || true)
+left+=$(losetup -l -n -O NAME,BACK-FILE | grep /run/fusebox/blk/ || true)
+left+=$(ls /run/fusebox/blk/*.json 2>/dev/null || true)
 if [ -n "$left" ]; then
-  echo "leftover test mounts:"; echo "$left"; exit 1
+  echo "leftover test mounts or block devices:"; echo "$left"; exit 1
 fi

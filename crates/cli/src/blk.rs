@@ -88,11 +88,13 @@ pub struct CreateArgs {
     /// (FUSE-over-io_uring; not replaceable on this kernel).
     #[arg(long, default_value = "classic")]
     pub transport: fusebox::transport::TransportKind,
-    /// Serving threads (classic) or threads per CPU queue (uring).
+    /// Serving threads (classic; default: CPUs, at least 2) or threads
+    /// per CPU queue (uring; default 2: with one, a burst of the loop
+    /// device's requests is served one after another on its CPU).
     #[arg(long)]
     pub threads: Option<usize>,
     /// io_uring: ring entries per queue thread.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 16)]
     pub queue_depth: usize,
     /// Serve without a supervisor: the device dies with its driver.
     #[arg(long)]
@@ -221,7 +223,7 @@ fn create(args: CreateArgs) -> Result<()> {
         workers: args.threads.unwrap_or(defaults.workers),
         uring: fusebox::transport::UringConfig {
             depth: args.queue_depth,
-            threads_per_queue: args.threads.unwrap_or(1),
+            threads_per_queue: args.threads.unwrap_or(2),
             ..Default::default()
         },
         ..defaults

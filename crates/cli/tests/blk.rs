@@ -3,7 +3,7 @@
 //! its data across replacements and crashes of the driver process.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -246,21 +246,15 @@ fn fsx(path: &Path, ops: usize, seed: u64) {
     );
 }
 
-#[test]
-fn ext4_on_a_ram_device_takes_a_real_workload_and_fscks_clean() {
-    let dir = scratch("ram");
-    let mut dev = Device::create(&name("ram"), &["--driver", "ram", "--size", "1G"]);
-    assert!(
-        dev.record().direct_io,
-        "the loop device should do direct I/O on the file"
-    );
-    let link = fusebox_blk::registry::link_for(&dev.name);
-    assert_eq!(std::fs::canonicalize(&link).unwrap(), dev.path);
-    let mnt = dir.path().join("mnt");
+/// mkfs.ext4, untar a source tree on the device and natively and compare,
+/// copy/rename/remove trees on both, fsx-style random I/O, unmount, fsck
+/// clean, mount again (everything read from the driver) and compare.
+fn real_workload(dev: &mut Device, dir: &Path) {
+    let mnt = dir.join("mnt");
     dev.mkfs_and_mount(&mnt);
     // Untar a source tree on the device and natively; the same bytes.
-    let tar = source_tarball(dir.path());
-    let native = dir.path().join("native");
+    let tar = source_tarball(dir);
+    let native = dir.join("native");
     std::fs::create_dir(&native).unwrap();
     run(Command::new("tar")
         .arg("-xf")
@@ -291,6 +285,69 @@ fn ext4_on_a_ram_device_takes_a_real_workload_and_fscks_clean() {
         checksums(&native.join("deep"))
     );
     dev.umount(&mnt);
+}
+
+/// blkdiscard (FALLOCATE punch-hole) and blkdiscard -z (zero-range) on
+/// the raw device: the range reads back as zeros and the driver saw them.
+fn discard_and_zeroout_reach_the_driver(dev: &Device) {
+    let before = common::snapshot(&dev.record().mountpoint);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&dev.path)
+        .unwrap();
+    let ones = vec![0xffu8; 2 << 20];
+    f.write_all_at(&ones, 0).unwrap();
+    f.sync_all().unwrap();
+    run(Command::new("blkdiscard")
+        .args(["-o", "0", "-l", "1048576"])
+        .arg(&dev.path));
+    run(Command::new("blkdiscard")
+        .args(["-z", "-o", "1048576", "-l", "1048576"])
+        .arg(&dev.path));
+    let mut back = vec![1u8; 2 << 20];
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(&dev.path)
+        .unwrap();
+    // O_DIRECT wants an aligned buffer: read into the aligned part of a
+    // larger one.
+    let mut big = vec![1u8; (2 << 20) + 4096];
+    let skip = big.as_ptr().align_offset(4096);
+    direct
+        .read_exact_at(&mut big[skip..skip + (2 << 20)], 0)
+        .unwrap();
+    back.copy_from_slice(&big[skip..skip + (2 << 20)]);
+    assert!(
+        back.iter().all(|&b| b == 0),
+        "discarded or zeroed blocks read back non-zero"
+    );
+    let after = common::snapshot(&dev.record().mountpoint);
+    let fallocates = |s: &fusebox::stats::Snapshot| {
+        s.ops
+            .iter()
+            .find(|o| o.name == "FALLOCATE")
+            .map_or(0, |o| o.count)
+    };
+    assert!(
+        fallocates(&after) >= fallocates(&before) + 2,
+        "no FALLOCATE reached the driver"
+    );
+}
+
+#[test]
+fn ext4_on_a_ram_device_takes_a_real_workload_and_fscks_clean() {
+    let dir = scratch("ram");
+    let mut dev = Device::create(&name("ram"), &["--driver", "ram", "--size", "1G"]);
+    assert!(
+        dev.record().direct_io,
+        "the loop device should do direct I/O on the file"
+    );
+    let link = fusebox_blk::registry::link_for(&dev.name);
+    assert_eq!(std::fs::canonicalize(&link).unwrap(), dev.path);
+    real_workload(&mut dev, dir.path());
+    discard_and_zeroout_reach_the_driver(&dev);
     let stats = ok(&fusebox(&["stats", &dev.path.to_string_lossy()]));
     assert!(stats.contains("WRITE") && stats.contains("READ"), "{stats}");
     dev.destroy();
@@ -317,8 +374,9 @@ fn a_file_device_keeps_its_data_when_destroyed_and_created_again() {
     let image = dir.path().join("disk.img");
     let n = name("file");
     let mnt = dir.path().join("mnt");
-    let mut dev = file_device(&n, &image, Some("256M"));
-    dev.mkfs_and_mount(&mnt);
+    let mut dev = file_device(&n, &image, Some("1G"));
+    real_workload(&mut dev, dir.path());
+    dev.mount(&mnt);
     run(Command::new("sh").current_dir(&mnt).args([
         "-c",
         "mkdir -p a/b && head -c 5000000 /dev/urandom > a/b/blob && seq 1 100000 > a/numbers && ln -s b/blob a/link",
@@ -327,10 +385,10 @@ fn a_file_device_keeps_its_data_when_destroyed_and_created_again() {
     dev.umount(&mnt);
     dev.fsck_clean();
     dev.destroy();
-    assert_eq!(std::fs::metadata(&image).unwrap().len(), 256 << 20);
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 1 << 30);
     // The same file again, its size taken from the file.
     let mut dev = file_device(&n, &image, None);
-    assert_eq!(dev.record().size, 256 << 20);
+    assert_eq!(dev.record().size, 1 << 30);
     assert_eq!(dev.record().logical_block_size, 4096);
     dev.mount(&mnt);
     assert_eq!(checksums(&mnt), before);

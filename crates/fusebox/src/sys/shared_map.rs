@@ -96,14 +96,28 @@ impl SharedMap {
         unsafe { &*p.cast::<AtomicU32>() }
     }
 
-    /// Copy `bytes` in. Callers publish them afterwards with a Release
-    /// store to an atomic that readers load with Acquire first, and never
-    /// write a region that another thread may be reading.
+    /// Copy `bytes` in. State (the recovery ledger) is published afterwards
+    /// with a Release store to an atomic that readers load with Acquire
+    /// first, and no region is written while another thread reads it;
+    /// block data may be (see `read_into`).
     pub fn write(&self, offset: usize, bytes: &[u8]) {
         let p = self.checked(offset, bytes.len(), 1);
         // SAFETY: in bounds; `bytes` is a Rust slice and cannot alias the
         // mapping's raw memory, which no Rust reference covers.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
+    }
+
+    /// Copy `buf.len()` bytes out into `buf` (see `write`). Memory shared
+    /// with other processes, such as a RAM disk's blocks, is reached only
+    /// through these copies: no Rust reference ever covers the mapping, so
+    /// a concurrent write of the same bytes (overlapping block requests)
+    /// leaves the copy's contents unspecified, as on a real disk, and
+    /// nothing else.
+    pub fn read_into(&self, offset: usize, buf: &mut [u8]) {
+        let p = self.checked(offset, buf.len(), 1);
+        // SAFETY: in bounds; `buf` is a Rust slice and cannot alias the
+        // mapping's raw memory.
+        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) }
     }
 
     /// Copy `len` bytes out (see `write` for the publication protocol).
