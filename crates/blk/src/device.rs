@@ -199,6 +199,7 @@ fn attach(
         loop_number: dev.number(),
         mountpoint: mountpoint.to_path_buf(),
         pid,
+        pid_start: registry::process_start(pid).unwrap_or(0),
         driver: cfg.driver_label.clone(),
         size: std::os::unix::fs::MetadataExt::size(&meta),
         logical_block_size: block_size,

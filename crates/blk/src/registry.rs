@@ -22,6 +22,10 @@ pub struct Record {
     /// The process holding the mount and the loop device (the supervisor,
     /// or the only process without recovery).
     pub pid: u32,
+    /// When that process started (clock ticks after boot, /proc/PID/stat):
+    /// with the pid, names the process even after the pid is reused.
+    #[serde(default)]
+    pub pid_start: u64,
     /// What serves it, e.g. "ram" or "file:/srv/disk.img".
     pub driver: String,
     pub size: u64,
@@ -84,11 +88,24 @@ impl Record {
         let _ = std::fs::remove_file(record_path(&self.name));
     }
 
-    /// Whether the process serving it is alive.
+    /// Whether the process serving it is alive: that pid, started when
+    /// it did (a reused pid is another process, never signalled).
     pub fn alive(&self) -> bool {
-        rustix::process::Pid::from_raw(self.pid as i32)
-            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+        process_start(self.pid).is_some_and(|t| self.pid_start == 0 || t == self.pid_start)
     }
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// /proc/PID/stat); None if there is no such process or it is a zombie.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // from the last ')'.
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    if rest.next()? == "Z" {
+        return None;
+    }
+    rest.nth(18)?.parse().ok()
 }
 
 pub fn list() -> Vec<Record> {
@@ -120,4 +137,42 @@ pub fn find(what: &str) -> Option<Record> {
     list().into_iter().find(|r| {
         r.device == real || r.mountpoint == real || link_for(&r.name) == p || r.device == p
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_record_with_another_start_is_not() {
+        let me = std::process::id();
+        let start = process_start(me).expect("our own /proc entry");
+        let mut r = Record {
+            name: "x".into(),
+            device: "/dev/loop9".into(),
+            loop_number: 9,
+            mountpoint: "/nonexistent".into(),
+            pid: me,
+            pid_start: start,
+            driver: "ram".into(),
+            size: 4096,
+            logical_block_size: 512,
+            read_only: false,
+            supervised: true,
+            direct_io: true,
+            transport: "classic".into(),
+        };
+        assert!(r.alive());
+        // The same pid, started at another time: a reused pid.
+        r.pid_start = start + 1;
+        assert!(!r.alive());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("data-1.img_2").is_ok());
+        for bad in ["", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
 }
