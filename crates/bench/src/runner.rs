@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -764,6 +767,14 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
                 .with_context(|| format!("preparing the dataset of {}", w.name))?;
         }
     }
+    // Ctrl-C or SIGTERM ends the run after the current measurement, so
+    // what it set up (mounts, loop devices, servers, the tmpfs) is
+    // removed on the way out instead of left behind.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())
+            .context("installing the interrupt handler")?;
+    }
     // Interleaved: every repetition runs every subject once per workload
     // (A B C A B C ...), so slow drifts of a shared machine hit all alike.
     for rep in 0..reps {
@@ -772,6 +783,10 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
                 .iter()
                 .filter(|p| p.info.unavailable.is_none())
             {
+                if interrupted.load(Ordering::Relaxed) {
+                    bar.finish_and_clear();
+                    bail!("interrupted; what the run had set up is removed");
+                }
                 bar.set_message(format!(
                     "rep {}/{reps} {} on {}",
                     rep + 1,
