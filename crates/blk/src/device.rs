@@ -229,6 +229,12 @@ fn stop_on_signals(
         .spawn(move || {
             for sig in signals.forever() {
                 let mut slot = attached.lock().unwrap_or_else(PoisonError::into_inner);
+                // Checked before giving up the device's fd: a device still
+                // mounted stays held (and attached) by this process.
+                if slot.as_ref().is_some_and(|d| crate::loopdev::in_use(&d.path())) {
+                    tracing::error!(signal = sig, "the device is in use (mounted?); not stopping");
+                    continue;
+                }
                 if let Some(dev) = slot.take() {
                     let number = dev.number();
                     match dev.detach(Duration::from_secs(10)) {
@@ -240,7 +246,7 @@ fn stop_on_signals(
                         Err(e) => {
                             tracing::error!(signal = sig, error = %e, "not stopping");
                             // The device was not detached: put it back.
-                            if let Ok(f) = reopen(number) {
+                            if let Ok(f) = LoopDevice::open(number) {
                                 *slot = Some(f);
                             }
                             continue;
@@ -254,10 +260,6 @@ fn stop_on_signals(
         })
         .map_err(io_err("starting the signal thread"))?;
     Ok(())
-}
-
-fn reopen(number: u32) -> Result<LoopDevice, LoopError> {
-    LoopDevice::open(number)
 }
 
 fn supervise(cfg: &DeviceConfig, ready: impl FnOnce(&Record)) -> Result<(), DeviceError> {

@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,12 +56,6 @@ pub struct LoopDevice {
 
 pub fn device_path(number: u32) -> PathBuf {
     PathBuf::from(format!("/dev/loop{number}"))
-}
-
-/// The loop number of `/dev/loopN` (after following symlinks).
-pub fn number_of(device: &Path) -> Option<u32> {
-    let real = std::fs::canonicalize(device).ok()?;
-    real.to_str()?.strip_prefix("/dev/loop")?.parse().ok()
 }
 
 /// The file behind loop device `number`, if it is attached.
@@ -216,9 +210,4 @@ fn open_device(device: &Path, number: u32, write: bool) -> io::Result<File> {
         }
         r => r,
     }
-}
-
-/// Whether `path` is a block device node.
-pub fn is_block_device(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }

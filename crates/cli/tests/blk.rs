@@ -350,11 +350,17 @@ fn ext4_on_a_ram_device_takes_a_real_workload_and_fscks_clean() {
     discard_and_zeroout_reach_the_driver(&dev);
     let stats = ok(&fusebox(&["stats", &dev.path.to_string_lossy()]));
     assert!(stats.contains("WRITE") && stats.contains("READ"), "{stats}");
+    let rec = dev.record();
     dev.destroy();
-    assert!(fusebox_blk::loopdev::backing_file(
-        fusebox_blk::loopdev::number_of(Path::new("/dev/loop0")).unwrap_or(u32::MAX)
-    )
-    .is_none_or(|b| !b.to_string_lossy().contains(&name("ram"))));
+    // Its own loop device, not whichever is /dev/loop0: detached (or
+    // serving something else by now).
+    assert!(
+        fusebox_blk::loopdev::backing_file(rec.loop_number)
+            .is_none_or(|b| !b.starts_with(&rec.mountpoint)),
+        "loop{} still serves the destroyed device",
+        rec.loop_number
+    );
+    assert!(!common::is_mounted(&rec.mountpoint));
     assert!(!link.exists(), "{} left behind", link.display());
 }
 
