@@ -9,6 +9,7 @@
 //! | `FUSEBOX_QUEUE_THREADS` | io_uring threads per CPU queue | workers / CPUs |
 //! | `FUSEBOX_QUEUE_DEPTH` | io_uring entries per queue thread | 1 |
 //! | `FUSEBOX_POLL` | io_uring wait: `off`, `spin=US`, `adaptive[=US]` | `adaptive` (as `fusebox mount`) |
+//! | `FUSEBOX_PIN_QUEUES` | `0` leaves io_uring queue threads unpinned | pinned (each queue's first thread on its CPU) |
 //! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, `idle` (as `fusebox mount`) | `adaptive` as root, `normal` otherwise (adaptive needs CAP_SYS_NICE) |
 //! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
 //! | `FUSEBOX_OPTIONS` | more `-o` options, applied after the program's | none |
@@ -76,9 +77,16 @@ pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionCon
         })?;
     }
     if let Some(v) = get("FUSEBOX_STATS") {
-        cfg.stats_socket = !matches!(v.as_str(), "0" | "off" | "no" | "false");
+        cfg.stats_socket = !is_off(&v);
+    }
+    if let Some(v) = get("FUSEBOX_PIN_QUEUES") {
+        cfg.uring.pin = !is_off(&v);
     }
     Ok(cfg)
+}
+
+fn is_off(v: &str) -> bool {
+    matches!(v, "0" | "off" | "no" | "false")
 }
 
 #[cfg(test)]
@@ -102,8 +110,10 @@ mod tests {
             ("FUSEBOX_WORKERS", "3"),
             ("FUSEBOX_POLL", "spin=20"),
             ("FUSEBOX_STATS", "0"),
+            ("FUSEBOX_PIN_QUEUES", "off"),
         ]))
         .unwrap();
+        assert!(!c.uring.pin);
         assert_eq!(c.transport, TransportKind::Uring);
         assert_eq!(c.workers, 3);
         assert!(!c.stats_socket);
