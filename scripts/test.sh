@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/setup.sh --pjdfstest
-cargo build --release --locked -p fusebox-cli -p fusebox-libfuse3
+cargo build --release --locked -p fusebox-cli -p fusebox-libfuse3 -p fusebox-direct-preload
 # libfuse's examples from Debian's fuse3 source (the drop-in's tests).
 scripts/libfuse-examples.sh
 cargo test --workspace --locked -- --test-threads=2

@@ -1,3 +1,7 @@
+//! `fusebox run --fs FS:SRC --at DIR -- PROGRAM [ARGS]`: run PROGRAM
+//! with the filesystem served inside its own process at DIR (direct mode:
+//! nothing is mounted in the kernel; see crates/direct).
+//!
 //! `fusebox run -- PROGRAM [ARGS]`: run an unchanged libfuse 3 program
 //! (sshfs, squashfuse, fuse-overlayfs, a pyfuse3 filesystem, ...) on
 //! fusebox's drop-in libfuse3.so.3: the loader is pointed at it
@@ -13,6 +17,15 @@ use anyhow::{bail, Context, Result};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// Direct mode: serve this filesystem inside PROGRAM's own process
+    /// (and the programs it runs) instead of running a libfuse program:
+    /// stackfs:SRC, pathfs:SRC or nullfs.
+    #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "options", "library"])]
+    pub fs: Option<String>,
+    /// Direct mode: where the filesystem appears to PROGRAM (need not
+    /// exist).
+    #[arg(long, requires = "fs")]
+    pub at: Option<PathBuf>,
     /// Transport the program's mount is served over: classic, uring or
     /// auto (FUSEBOX_TRANSPORT).
     #[arg(long)]
@@ -89,7 +102,89 @@ fn loader_dir(lib: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Where the direct-mode library is: beside this binary, or installed.
+fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("FUSEBOX_DIRECT_PRELOAD").map(PathBuf::from) {
+        if !p.is_file() {
+            bail!("the direct-mode library {} does not exist", p.display());
+        }
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let dir = exe.parent().context("this binary has no directory")?;
+    let candidates = [
+        dir.join("libfusebox_direct_preload.so"),
+        dir.join("../lib/fusebox/libfusebox_direct_preload.so"),
+    ];
+    let found = candidates.iter().find(|p| p.is_file()).with_context(|| {
+        format!(
+            "no direct-mode library found (looked for {}); build it with `cargo build --release -p fusebox-direct-preload`",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    std::fs::canonicalize(found).with_context(|| format!("resolving {}", found.display()))
+}
+
+/// Run PROGRAM in direct mode.
+fn run_direct(spec: &str, at: &Path, command: &[String]) -> Result<()> {
+    let (name, source) = match spec.split_once(':') {
+        Some((n, s)) => (n, Some(s)),
+        None => (spec, None),
+    };
+    let spec = match name {
+        "stackfs" | "pathfs" => {
+            let src = source.filter(|s| !s.is_empty()).with_context(|| format!("--fs {name} needs a source: {name}:DIR"))?;
+            let src = std::fs::canonicalize(src).with_context(|| format!("source {src}"))?;
+            if !src.is_dir() {
+                bail!("source {} is not a directory", src.display());
+            }
+            format!("{name}:{}", src.display())
+        }
+        "nullfs" => name.to_string(),
+        "memfs" => bail!("memfs keeps its files in its process, and direct mode runs one instance per process: not supported in direct mode yet"),
+        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC or nullfs)"),
+    };
+    let at = if at.is_absolute() {
+        at.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .context("reading the working directory")?
+            .join(at)
+    };
+    if at == Path::new("/") {
+        bail!("--at / would put the filesystem over the whole tree");
+    }
+    // Programs walk a path's ancestors (realpath, git's safe directories):
+    // those are the kernel's and must exist; the mount point need not.
+    let parent = at.parent().expect("not the root");
+    if !parent.is_dir() {
+        bail!(
+            "--at {}: its parent {} is not a directory",
+            at.display(),
+            parent.display()
+        );
+    }
+    let preload = find_preload()?;
+    let (program, rest) = command.split_first().expect("clap requires one");
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    let mut value = preload.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        value.push(":");
+        value.push(old);
+    }
+    cmd.env("LD_PRELOAD", value)
+        .env("FUSEBOX_DIRECT_FS", spec)
+        .env("FUSEBOX_DIRECT_AT", &at)
+        .env_remove("FUSEBOX_DIRECT_CWD");
+    let err = cmd.exec();
+    Err(err).with_context(|| format!("running {program}"))
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
+    if let (Some(spec), Some(at)) = (&args.fs, &args.at) {
+        return run_direct(spec, at, &args.command);
+    }
     let lib = find_library(args.library)?;
     let dir = loader_dir(&lib)?;
     let (program, rest) = args.command.split_first().expect("clap requires one");

@@ -1,0 +1,215 @@
+//! Direct mode (`fusebox run --fs FS:SRC --at DIR -- PROGRAM`): real,
+//! unmodified programs run with stackfs served inside their own processes
+//! at a path that does not exist in the kernel, and what they print is
+//! compared with the same script run on a native directory; the source
+//! must then hold what the native directory holds.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+/// The preload library as cargo built it for these tests (a
+/// dev-dependency of this crate).
+fn preload() -> PathBuf {
+    let lib = Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("deps/libfusebox_direct_preload.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
+fn direct(fs: &str, at: &Path, program: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["run", "--fs", fs, "--at"])
+        .arg(at)
+        .arg("--")
+        .args(program)
+        .env("FUSEBOX_DIRECT_PRELOAD", preload())
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n{}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every entry under `root`: kind, mode, size and content.
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(root.join(&rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        for n in names {
+            let rel = rel.join(&n);
+            // git's objects and index, the database and the tar archive
+            // carry times (and hashes of times): compared by what the
+            // programs print about them instead.
+            if rel.starts_with("proj/.git")
+                || rel == Path::new("db.sqlite")
+                || rel == Path::new("archive.tar")
+            {
+                out.push(format!("{} present", rel.display()));
+                continue;
+            }
+            let p = root.join(&rel);
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            let mode = m.permissions().mode() & 0o7777;
+            if m.is_dir() {
+                out.push(format!("{} dir {mode:o}", rel.display()));
+                stack.push(rel);
+            } else if m.is_symlink() {
+                out.push(format!(
+                    "{} -> {}",
+                    rel.display(),
+                    std::fs::read_link(&p).unwrap().display()
+                ));
+            } else {
+                let data = std::fs::read(&p).unwrap();
+                let hash = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+                    (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+                });
+                out.push(format!(
+                    "{} {mode:o} {} bytes {hash:016x}",
+                    rel.display(),
+                    data.len()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn real_programs_see_what_they_see_natively() {
+    let s = scratch("direct");
+    let (src, native) = (s.path().join("src"), s.path().join("native"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&native).unwrap();
+    // Never created: direct mode mounts nothing in the kernel.
+    let at = s.path().join("mnt");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/direct/workload.sh");
+    let script = script.to_str().unwrap();
+    let fs = format!("stackfs:{}", src.display());
+    let got = direct(&fs, &at, &["bash", script, at.to_str().unwrap()]);
+    let want = Command::new("bash")
+        .args([script, native.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        want.status.success(),
+        "the workload fails natively: {}",
+        text(&want)
+    );
+    assert_eq!(text(&got), text(&want), "direct mode differs from native");
+    assert!(
+        !at.exists(),
+        "direct mode made {} in the kernel",
+        at.display()
+    );
+    assert_eq!(
+        tree(&src),
+        tree(&native),
+        "the source differs from the native directory"
+    );
+}
+
+#[test]
+fn threads_forks_and_signals_keep_the_mount() {
+    let s = scratch("direct-threads");
+    let src = s.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let at = s.path().join("mnt");
+    let program = r#"
+import os, signal, sys, threading
+at = sys.argv[1]
+# A multi-threaded writer: 8 threads, a file each, 200 appends each.
+def writer(i):
+    with open(f"{at}/t{i}", "a") as f:
+        for j in range(200):
+            f.write(f"{i} {j}\n")
+            f.flush()
+ts = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(sum(len(open(f"{at}/t{i}").readlines()) for i in range(8)))
+# A forked child writes, the parent reads after it.
+pid = os.fork()
+if pid == 0:
+    open(f"{at}/from-child", "w").write("child was here\n")
+    os._exit(0)
+os.waitpid(pid, 0)
+print(open(f"{at}/from-child").read().strip())
+# A signal during a blocking read: its handler writes into the mount.
+class Woken(Exception):
+    pass
+def on_alarm(sig, frame):
+    open(f"{at}/from-handler", "w").write("handler ran\n")
+    raise Woken()
+signal.signal(signal.SIGALRM, on_alarm)
+r, w = os.pipe()
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    os.read(r, 1)
+except Woken:
+    print("read interrupted")
+print(open(f"{at}/from-handler").read().strip())
+"#;
+    let fs = format!("stackfs:{}", src.display());
+    let out = direct(&fs, &at, &["python3", "-c", program, at.to_str().unwrap()]);
+    assert_eq!(
+        text(&out),
+        "status Some(0)\n1600\nchild was here\nread interrupted\nhandler ran\n",
+    );
+    assert_eq!(
+        std::fs::read_to_string(src.join("from-handler")).unwrap(),
+        "handler ran\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(src.join("t3"))
+            .unwrap()
+            .lines()
+            .count(),
+        200
+    );
+}
+
+#[test]
+fn bad_direct_mode_input_gets_one_clear_line() {
+    let s = scratch("direct-errors");
+    let at = s.path().join("mnt");
+    let cases: [(&str, PathBuf, &str); 4] = [
+        (
+            "nosuchfs:/tmp",
+            at.clone(),
+            "unknown filesystem \"nosuchfs\"",
+        ),
+        ("memfs", at.clone(), "memfs keeps its files in its process"),
+        (
+            "stackfs:/nonexistent-source",
+            at.clone(),
+            "source /nonexistent-source",
+        ),
+        ("nullfs", s.path().join("missing/mnt"), "is not a directory"),
+    ];
+    for (fs, at, want) in cases {
+        let out = direct(fs, &at, &["true"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{fs}: succeeded");
+        assert!(err.contains(want), "{fs}: {err}");
+    }
+}

@@ -1,0 +1,112 @@
+//! The library `fusebox run --fs FS:SRC --at DIR -- PROGRAM` preloads
+//! (`LD_PRELOAD`) into PROGRAM and every program it executes: before the
+//! program's `main`, it builds the filesystem named in the environment and
+//! serves it at DIR inside that process (`fusebox_direct::serve`). A
+//! process started with the variables but unable to serve exits with a
+//! message rather than run on without its files.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `FUSEBOX_DIRECT_FS` | `stackfs:SRC`, `pathfs:SRC` or `nullfs` |
+//! | `FUSEBOX_DIRECT_AT` | the absolute path the filesystem appears at |
+//!
+//! Each process builds its own instance: right for filesystems whose
+//! state lives in the kernel's files under SRC (stackfs, pathfs) or that
+//! have none (nullfs). memfs keeps its files in its process and is refused
+//! until direct mode shares state between processes (DESIGN.md).
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fusebox::fs::Filesystem;
+use fusebox_direct::VirtualMount;
+use fusebox_examples::pathfs::PathPassthrough;
+use fusebox_examples::stackfs::{StackFs, StackOptions};
+
+mod constructor;
+
+/// Descriptors stackfs may keep for nodes: the application shares the
+/// process's descriptor table with it.
+const FD_CACHE: u64 = 1024;
+
+/// The filesystem `spec` names.
+pub fn build(spec: &str) -> Result<Arc<dyn Filesystem>, String> {
+    let (name, source) = match spec.split_once(':') {
+        Some((n, s)) => (n, Some(s)),
+        None => (spec, None),
+    };
+    let need_source = || -> Result<&Path, String> {
+        let s = source
+            .filter(|s| !s.is_empty())
+            .ok_or(format!("{name} needs a source: {name}:DIR"))?;
+        Ok(Path::new(s))
+    };
+    match name {
+        "stackfs" => {
+            let src = need_source()?;
+            let opts = StackOptions {
+                fd_cache: FD_CACHE,
+                ..StackOptions::default()
+            };
+            let fs = StackFs::new(src, opts).map_err(|e| format!("opening source {}: {e}", src.display()))?;
+            Ok(Arc::new(fs))
+        }
+        "pathfs" => {
+            let src = need_source()?;
+            let fs = PathPassthrough::new(src, Default::default())
+                .map_err(|e| format!("opening source {}: {e}", src.display()))?;
+            Ok(Arc::new(fusebox::PathAdapter::new(fs)))
+        }
+        "nullfs" => Ok(Arc::new(fusebox_examples::nullfs::NullFs::new(Default::default()))),
+        "memfs" => Err("memfs keeps its files in its process, and direct mode runs one instance per process: not supported yet".into()),
+        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs)")),
+    }
+}
+
+/// Called before `main` (see `constructor`).
+fn start() {
+    let (Some(spec), Some(at)) = (
+        std::env::var_os("FUSEBOX_DIRECT_FS"),
+        std::env::var_os("FUSEBOX_DIRECT_AT"),
+    ) else {
+        return;
+    };
+    let fail = |why: String| -> ! {
+        eprintln!("fusebox direct mode: {why}");
+        std::process::exit(127);
+    };
+    let spec = spec
+        .into_string()
+        .unwrap_or_else(|_| fail("FUSEBOX_DIRECT_FS is not UTF-8".into()));
+    let at = Path::new(&at);
+    if !at.is_absolute() {
+        fail(format!(
+            "FUSEBOX_DIRECT_AT must be an absolute path, not {}",
+            at.display()
+        ));
+    }
+    // A filesystem's constructor may set process-wide state for a daemon
+    // (stackfs clears the umask: the kernel applies the caller's); here
+    // the process is the application's.
+    let umask = rustix::process::umask(rustix::fs::Mode::empty());
+    let fs = build(&spec);
+    rustix::process::umask(umask);
+    let fs = fs.unwrap_or_else(|e| fail(e));
+    let mount = VirtualMount::new(at, fs);
+    mount.adopt_inherited();
+    if let Some(cwd) = std::env::var_os(fusebox_direct::CWD_VAR) {
+        use std::os::unix::ffi::OsStrExt;
+        if let Err(e) = mount.set_cwd(cwd.as_bytes()) {
+            fail(format!(
+                "the working directory {} inside the mount is gone: {}",
+                Path::new(&cwd).display(),
+                std::io::Error::from_raw_os_error(e)
+            ));
+        }
+    }
+    if let Err(e) = fusebox_direct::serve(mount) {
+        fail(e.to_string());
+    }
+}

@@ -1,0 +1,22 @@
+//! Direct mode: a fusebox filesystem reached from inside the application's
+//! own process, with no request through the kernel's FUSE path.
+//!
+//! Built bottom-up. What exists so far is the layer every other piece
+//! stands on: [`intercept`], which catches every system call a process
+//! makes, from any code (libc or not, loaded before or after), in every
+//! thread it creates and in the children it forks, and hands each to a
+//! hook that answers it or lets it run. The virtual mount, descriptors and
+//! caches come on top of it (DESIGN.md, "Direct mode").
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod appmem;
+pub mod intercept;
+mod kabi;
+mod route;
+mod sud;
+pub mod vfs;
+
+pub use intercept::{Action, InterceptError, Syscall};
+pub use route::{serve, CWD_VAR};
+pub use vfs::VirtualMount;

@@ -1,0 +1,635 @@
+//! Which hooked calls go to the virtual mount, and how their arguments
+//! and results map onto it. Everything else passes to the kernel.
+//!
+//! A call is the mount's when a path argument resolves inside it, or a
+//! descriptor argument is one of its open files. Calls on the mount that
+//! are not served yet answer ENOSYS (listed in DESIGN.md), never reach the
+//! kernel with a placeholder descriptor and return wrong data.
+
+use std::sync::OnceLock;
+
+use crate::appmem;
+use crate::intercept::{self, raw_syscall, Action, InterceptError, Syscall};
+use crate::kabi;
+use crate::vfs::{Place, SysResult, Target, VirtualMount};
+use fusebox::fs::ops::SetAttr;
+use fusebox::types::{TimeOrNow, Timespec};
+
+static MOUNT: OnceLock<VirtualMount> = OnceLock::new();
+
+/// What a program this one executes needs in its environment to be served
+/// too (the launcher's variables), taken from this process's environment
+/// when serving starts; None when it was not started that way (a program
+/// that serves a mount to itself through the library).
+static EXEC_ENV: OnceLock<Option<Vec<EnvVar>>> = OnceLock::new();
+
+/// A variable's name and value.
+type EnvVar = (Vec<u8>, Vec<u8>);
+
+/// The variables `fusebox run --fs` sets, carried into every program run
+/// from a served one (even if it clears its environment).
+const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
+/// A served program's working directory inside the mount, for the
+/// program it executes (the kernel's stays outside).
+pub const CWD_VAR: &str = "FUSEBOX_DIRECT_CWD";
+
+/// Serve `mount` to this process (and the threads and children it creates
+/// from now on) through system call interception.
+pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
+    use std::os::unix::ffi::OsStringExt;
+    let carried: Option<Vec<_>> = CARRIED
+        .iter()
+        .map(|k| std::env::var_os(k).map(|v| (k.as_bytes().to_vec(), v.into_vec())))
+        .collect();
+    let _ = EXEC_ENV.set(carried);
+    if MOUNT.set(mount).is_err() {
+        return Err(InterceptError::AlreadyInstalled);
+    }
+    intercept::install(hook)
+}
+
+/// execve/execveat of a program outside the mount: its environment gets
+/// the launcher's variables back (and the virtual working directory), so
+/// the new program is served the same mount.
+fn exec(m: &VirtualMount, call: &Syscall, envp_arg: usize) -> Action {
+    let Some(Some(carried)) = EXEC_ENV.get() else {
+        return Action::Pass;
+    };
+    let mut env: Vec<Vec<u8>> = Vec::new();
+    let mut at = call.args[envp_arg];
+    while at != 0 {
+        let entry = appmem::bytes(at, 8);
+        let ptr = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
+        if ptr == 0 {
+            break;
+        }
+        let var = appmem::c_str(ptr).unwrap_or_default();
+        let name = var.split(|&c| c == b'=').next().unwrap_or_default();
+        let ours = name == CWD_VAR.as_bytes() || carried.iter().any(|(k, _)| k == name);
+        if !ours {
+            env.push(var.to_vec());
+        } else if name == b"LD_PRELOAD" {
+            // Theirs, kept after ours unless it is ours already.
+            let (_, mine) = &carried[2];
+            let theirs = &var[name.len() + 1..];
+            if theirs != mine.as_slice() {
+                let mut v = b"LD_PRELOAD=".to_vec();
+                v.extend_from_slice(mine);
+                if !theirs.is_empty() {
+                    v.push(b':');
+                    v.extend_from_slice(theirs);
+                }
+                env.push(v);
+            }
+        }
+        at += 8;
+    }
+    for (k, v) in carried {
+        let present = env
+            .iter()
+            .any(|e| e.starts_with(k) && e.get(k.len()) == Some(&b'='));
+        if !present {
+            let mut e = k.clone();
+            e.push(b'=');
+            e.extend_from_slice(v);
+            env.push(e);
+        }
+    }
+    if let Some(cwd) = m.cwd() {
+        let mut e = format!("{CWD_VAR}=").into_bytes();
+        e.extend_from_slice(&cwd);
+        env.push(e);
+    }
+    let owned: Vec<std::ffi::CString> = env
+        .into_iter()
+        .filter_map(|e| std::ffi::CString::new(e).ok())
+        .collect();
+    let mut ptrs: Vec<u64> = owned.iter().map(|c| c.as_ptr() as u64).collect();
+    ptrs.push(0);
+    let mut args = call.args;
+    args[envp_arg] = ptrs.as_ptr() as u64;
+    // Returns only if the exec failed.
+    Action::Return(raw_syscall(call.nr, args))
+}
+
+fn answer(r: SysResult) -> Action {
+    Action::Return(match r {
+        Ok(v) => v,
+        Err(e) => -(e as i64),
+    })
+}
+
+fn fd_arg(v: u64) -> i32 {
+    v as i32
+}
+
+// The libc names of system calls are lower case.
+#[allow(non_upper_case_globals)]
+fn hook(call: &Syscall) -> Action {
+    let Some(m) = MOUNT.get() else {
+        return Action::Pass;
+    };
+    let a = call.args;
+    use libc::*;
+    // Path calls: (dirfd, path) of the path argument.
+    let at = |dirfd: i32, addr: u64| -> Option<Vec<u8>> {
+        let path = appmem::c_str(addr)?;
+        match m.place(dirfd, path) {
+            Place::Inside(p) => Some(p),
+            Place::Outside => None,
+        }
+    };
+    match call.nr {
+        SYS_open | SYS_creat | SYS_openat => {
+            let (dirfd, path, flags, mode) = match call.nr {
+                SYS_open => (AT_FDCWD, a[0], a[1] as i32, a[2] as u32),
+                SYS_creat => (AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC, a[1] as u32),
+                _ => (fd_arg(a[0]), a[1], a[2] as i32, a[3] as u32),
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.openat(&p, flags, mode)),
+                None => Action::Pass,
+            }
+        }
+        SYS_openat2 => match at(fd_arg(a[0]), a[1]) {
+            Some(_) => answer(Err(ENOSYS)),
+            None => Action::Pass,
+        },
+        SYS_close => match m.close(fd_arg(a[0])) {
+            Some(r) => answer(r),
+            None => Action::Pass,
+        },
+        SYS_read | SYS_pread64 => match m.file(fd_arg(a[0])) {
+            Some(f) => {
+                let at = (call.nr == SYS_pread64).then_some(a[3]);
+                answer(m.read(fd_arg(a[0]), &f, appmem::bytes_mut(a[1], a[2] as usize), at))
+            }
+            None => Action::Pass,
+        },
+        SYS_write | SYS_pwrite64 => match m.file(fd_arg(a[0])) {
+            Some(f) => {
+                let at = (call.nr == SYS_pwrite64).then_some(a[3]);
+                answer(m.write(fd_arg(a[0]), &f, appmem::bytes(a[1], a[2] as usize), at))
+            }
+            None => Action::Pass,
+        },
+        SYS_readv | SYS_writev | SYS_preadv | SYS_pwritev | SYS_preadv2 | SYS_pwritev2 => {
+            match m.file(fd_arg(a[0])) {
+                Some(f) => vectored(m, &f, call),
+                None => Action::Pass,
+            }
+        }
+        SYS_lseek => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.lseek(fd_arg(a[0]), &f, a[1] as i64, a[2] as i32)),
+            None => Action::Pass,
+        },
+        SYS_fstat => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.fstat(&f).map(|attr| {
+                appmem::put(a[1], &kabi::stat_of(&attr));
+                0
+            })),
+            None => Action::Pass,
+        },
+        SYS_stat | SYS_lstat => match at(AT_FDCWD, a[0]) {
+            Some(p) => answer(m.stat(&p, call.nr == SYS_stat).map(|attr| {
+                appmem::put(a[1], &kabi::stat_of(&attr));
+                0
+            })),
+            None => Action::Pass,
+        },
+        SYS_newfstatat | SYS_statx => {
+            // newfstatat(dirfd, path, buf, flags); statx(dirfd, path, flags, mask, buf).
+            let (flags, buf) = if call.nr == SYS_statx {
+                (a[2] as i32, a[4])
+            } else {
+                (a[3] as i32, a[2])
+            };
+            let empty = appmem::c_str(a[1]).is_some_and(<[u8]>::is_empty);
+            let attr = if empty && flags & AT_EMPTY_PATH != 0 {
+                match m.file(fd_arg(a[0])) {
+                    Some(f) => m.fstat(&f),
+                    None => return Action::Pass,
+                }
+            } else {
+                match at(fd_arg(a[0]), a[1]) {
+                    Some(p) => m.stat(&p, flags & AT_SYMLINK_NOFOLLOW == 0),
+                    None => return Action::Pass,
+                }
+            };
+            answer(attr.map(|attr| {
+                if call.nr == SYS_statx {
+                    appmem::put(buf, &kabi::statx_of(&attr));
+                } else {
+                    appmem::put(buf, &kabi::stat_of(&attr));
+                }
+                0
+            }))
+        }
+        SYS_access | SYS_faccessat | SYS_faccessat2 => {
+            let (dirfd, path, mode, flags) = match call.nr {
+                SYS_access => (AT_FDCWD, a[0], a[1] as i32, 0),
+                SYS_faccessat => (fd_arg(a[0]), a[1], a[2] as i32, 0),
+                _ => (fd_arg(a[0]), a[1], a[2] as i32, a[3] as i32),
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.access(&p, mode, flags & AT_SYMLINK_NOFOLLOW == 0)),
+                None => Action::Pass,
+            }
+        }
+        SYS_getdents64 => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.getdents64(&f, appmem::bytes_mut(a[1], a[2] as usize))),
+            None => Action::Pass,
+        },
+        SYS_getdents => match m.file(fd_arg(a[0])) {
+            Some(_) => answer(Err(ENOSYS)),
+            None => Action::Pass,
+        },
+        SYS_mkdir | SYS_mkdirat => {
+            let (dirfd, path, mode) = if call.nr == SYS_mkdir {
+                (AT_FDCWD, a[0], a[1] as u32)
+            } else {
+                (fd_arg(a[0]), a[1], a[2] as u32)
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.mkdir(&p, mode)),
+                None => Action::Pass,
+            }
+        }
+        SYS_unlink | SYS_rmdir | SYS_unlinkat => {
+            let (dirfd, path, dir) = match call.nr {
+                SYS_unlink => (AT_FDCWD, a[0], false),
+                SYS_rmdir => (AT_FDCWD, a[0], true),
+                _ => (fd_arg(a[0]), a[1], a[2] as i32 & AT_REMOVEDIR != 0),
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.unlink(&p, dir)),
+                None => Action::Pass,
+            }
+        }
+        SYS_rename | SYS_renameat | SYS_renameat2 => {
+            let (d1, p1, d2, p2, flags) = match call.nr {
+                SYS_rename => (AT_FDCWD, a[0], AT_FDCWD, a[1], 0),
+                SYS_renameat => (fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], 0),
+                _ => (fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], a[4] as u32),
+            };
+            match (at(d1, p1), at(d2, p2)) {
+                (Some(from), Some(to)) => answer(m.rename(&from, &to, flags)),
+                (None, None) => Action::Pass,
+                // Across the mount's edge, as between two filesystems.
+                _ => answer(Err(EXDEV)),
+            }
+        }
+        SYS_readlink | SYS_readlinkat => {
+            let (dirfd, path, buf, size) = if call.nr == SYS_readlink {
+                (AT_FDCWD, a[0], a[1], a[2])
+            } else {
+                (fd_arg(a[0]), a[1], a[2], a[3])
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.readlink(&p, appmem::bytes_mut(buf, size as usize))),
+                None => Action::Pass,
+            }
+        }
+        SYS_symlink | SYS_symlinkat => {
+            let (target, dirfd, path) = if call.nr == SYS_symlink {
+                (a[0], AT_FDCWD, a[1])
+            } else {
+                (a[0], fd_arg(a[1]), a[2])
+            };
+            match (at(dirfd, path), appmem::c_str(target)) {
+                (Some(p), Some(t)) => answer(m.symlink(t, &p)),
+                _ => Action::Pass,
+            }
+        }
+        SYS_truncate => match at(AT_FDCWD, a[0]) {
+            Some(p) => answer(m.truncate(Some(&p), None, a[1] as i64)),
+            None => Action::Pass,
+        },
+        SYS_ftruncate => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.truncate(None, Some(&f), a[1] as i64)),
+            None => Action::Pass,
+        },
+        SYS_fsync | SYS_fdatasync => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.fsync(&f, call.nr == SYS_fdatasync)),
+            None => Action::Pass,
+        },
+        SYS_chdir => match at(AT_FDCWD, a[0]) {
+            Some(p) => answer(m.chdir(&p)),
+            None => kernel_chdir(m, call),
+        },
+        SYS_fchdir => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.fchdir(&f)),
+            None => kernel_chdir(m, call),
+        },
+        SYS_getcwd => match m.getcwd(appmem::bytes_mut(a[0], a[1] as usize)) {
+            Some(r) => answer(r),
+            None => Action::Pass,
+        },
+        SYS_flock => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.lock(&f, call.nr, a)),
+            None => Action::Pass,
+        },
+        SYS_dup => duplicate(m, call, fd_arg(a[0]), None),
+        SYS_dup2 | SYS_dup3 => duplicate(m, call, fd_arg(a[0]), Some(fd_arg(a[1]))),
+        SYS_fcntl => match (m.file(fd_arg(a[0])), a[1] as i32) {
+            (Some(_), F_DUPFD | F_DUPFD_CLOEXEC) => duplicate(m, call, fd_arg(a[0]), None),
+            (Some(f), F_GETFL) => answer(Ok(i64::from(f_getfl(&f)))),
+            (Some(_), F_SETFD | F_GETFD) => Action::Pass,
+            (Some(f), F_SETLK | F_SETLKW | F_GETLK | F_OFD_SETLK | F_OFD_SETLKW | F_OFD_GETLK) => {
+                answer(m.lock(&f, call.nr, a))
+            }
+            (Some(_), _) => answer(Err(ENOSYS)),
+            (None, _) => Action::Pass,
+        },
+        SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr | SYS_listxattr | SYS_llistxattr
+        | SYS_flistxattr | SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr | SYS_removexattr
+        | SYS_lremovexattr | SYS_fremovexattr => {
+            let by_fd = matches!(
+                call.nr,
+                SYS_fgetxattr | SYS_flistxattr | SYS_fsetxattr | SYS_fremovexattr
+            );
+            let follow = matches!(
+                call.nr,
+                SYS_getxattr | SYS_listxattr | SYS_setxattr | SYS_removexattr
+            );
+            let file;
+            let path;
+            let target = if by_fd {
+                file = match m.file(fd_arg(a[0])) {
+                    Some(f) => f,
+                    None => return Action::Pass,
+                };
+                Target::File(&file)
+            } else {
+                path = match at(AT_FDCWD, a[0]) {
+                    Some(p) => p,
+                    None => return Action::Pass,
+                };
+                Target::Path(&path, follow)
+            };
+            let name = || appmem::c_str(a[1]).unwrap_or_default();
+            answer(match call.nr {
+                SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => m.getxattr(
+                    &target,
+                    Some(name()),
+                    appmem::bytes_mut(a[2], a[3] as usize),
+                ),
+                SYS_listxattr | SYS_llistxattr | SYS_flistxattr => {
+                    m.getxattr(&target, None, appmem::bytes_mut(a[1], a[2] as usize))
+                }
+                SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr => m.setxattr(
+                    &target,
+                    name(),
+                    appmem::bytes(a[2], a[3] as usize),
+                    a[4] as i32,
+                ),
+                _ => m.removexattr(&target, name()),
+            })
+        }
+        SYS_chmod | SYS_fchmodat | SYS_fchmod | SYS_chown | SYS_lchown | SYS_fchownat
+        | SYS_fchown => {
+            let (target_fd, dirfd, path, follow) = match call.nr {
+                SYS_chmod | SYS_chown => (None, AT_FDCWD, a[0], true),
+                SYS_lchown => (None, AT_FDCWD, a[0], false),
+                SYS_fchmodat => (None, fd_arg(a[0]), a[1], true),
+                SYS_fchownat => (
+                    None,
+                    fd_arg(a[0]),
+                    a[1],
+                    a[4] as i32 & AT_SYMLINK_NOFOLLOW == 0,
+                ),
+                _ => (Some(fd_arg(a[0])), AT_FDCWD, 0, true),
+            };
+            let change = match call.nr {
+                SYS_chmod | SYS_fchmod => SetAttr {
+                    mode: Some(a[1] as u32 & 0o7777),
+                    ..SetAttr::default()
+                },
+                SYS_fchmodat => SetAttr {
+                    mode: Some(a[2] as u32 & 0o7777),
+                    ..SetAttr::default()
+                },
+                SYS_fchownat => owner(a[2], a[3]),
+                _ => owner(a[1], a[2]),
+            };
+            on_target(m, target_fd, dirfd, path, follow, |t| m.setattr(t, change))
+        }
+        SYS_FCHMODAT2 => {
+            let nofollow = a[3] as i32 & AT_SYMLINK_NOFOLLOW != 0;
+            let Some(p) = at(fd_arg(a[0]), a[1]) else {
+                return Action::Pass;
+            };
+            let change = SetAttr {
+                mode: Some(a[2] as u32 & 0o7777),
+                ..SetAttr::default()
+            };
+            answer(m.stat(&p, !nofollow).and_then(|attr| {
+                if attr.mode & S_IFMT == S_IFLNK {
+                    // Linux has no modes of their own for symlinks.
+                    return Err(EOPNOTSUPP);
+                }
+                m.setattr(&Target::Path(&p, !nofollow), change)
+            }))
+        }
+        SYS_utimensat => {
+            let flags = a[3] as i32;
+            let change = utimens_change(a[2]);
+            if a[1] == 0 {
+                // futimens(fd).
+                on_target(m, Some(fd_arg(a[0])), AT_FDCWD, 0, true, |t| {
+                    m.setattr(t, change)
+                })
+            } else {
+                on_target(
+                    m,
+                    None,
+                    fd_arg(a[0]),
+                    a[1],
+                    flags & AT_SYMLINK_NOFOLLOW == 0,
+                    |t| m.setattr(t, change),
+                )
+            }
+        }
+        SYS_execve | SYS_execveat => {
+            let (dirfd, path, envp) = if call.nr == SYS_execve {
+                (AT_FDCWD, a[0], 2)
+            } else {
+                (fd_arg(a[0]), a[1], 3)
+            };
+            match at(dirfd, path) {
+                // Running a program stored in the mount: not yet.
+                Some(_) => answer(Err(ENOSYS)),
+                None => exec(m, call, envp),
+            }
+        }
+        // Path calls on the mount not served yet.
+        SYS_utime
+        | SYS_utimes
+        | SYS_futimesat
+        | SYS_link
+        | SYS_linkat
+        | SYS_mknod
+        | SYS_mknodat
+        | SYS_statfs
+        | SYS_inotify_add_watch
+        | SYS_name_to_handle_at => {
+            let (dirfd, path) = match call.nr {
+                SYS_futimesat | SYS_linkat | SYS_mknodat | SYS_name_to_handle_at => {
+                    (fd_arg(a[0]), a[1])
+                }
+                SYS_inotify_add_watch => (AT_FDCWD, a[1]),
+                _ => (AT_FDCWD, a[0]),
+            };
+            match at(dirfd, path) {
+                Some(_) => answer(Err(ENOSYS)),
+                None => Action::Pass,
+            }
+        }
+        // Descriptor calls on the mount's files not served yet.
+        SYS_mmap if a[3] as i32 & MAP_ANONYMOUS == 0 => match m.file(fd_arg(a[4])) {
+            Some(f) => {
+                answer(m.map_copy(fd_arg(a[4]), &f, a[0], a[1], a[2] as i32, a[3] as i32, a[5]))
+            }
+            None => Action::Pass,
+        },
+        SYS_fstatfs | SYS_fallocate | SYS_sendfile | SYS_splice | SYS_copy_file_range
+        | SYS_ioctl => match m.file(fd_arg(a[0])) {
+            Some(_) => answer(Err(ENOSYS)),
+            None => Action::Pass,
+        },
+        _ => Action::Pass,
+    }
+}
+
+/// fchmodat2(2) (Linux 6.6), not in every libc's list yet.
+const SYS_FCHMODAT2: i64 = 452;
+
+fn f_getfl(f: &crate::vfs::OpenFile) -> i32 {
+    f.flags() & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_TRUNC | libc::O_CLOEXEC)
+}
+
+/// chdir/fchdir the kernel serves: on success the virtual cwd is left.
+fn kernel_chdir(m: &VirtualMount, call: &Syscall) -> Action {
+    let ret = raw_syscall(call.nr, call.args);
+    if ret == 0 {
+        m.kernel_cwd_changed();
+    }
+    Action::Return(ret)
+}
+
+/// dup, dup2, dup3, F_DUPFD: the kernel copies the descriptor (the
+/// placeholder, for the mount's files), the table follows.
+fn duplicate(m: &VirtualMount, call: &Syscall, old: i32, new: Option<i32>) -> Action {
+    let involved = m.file(old).is_some() || new.is_some_and(|n| m.file(n).is_some());
+    if !involved {
+        return Action::Pass;
+    }
+    if new == Some(old) {
+        return Action::Pass;
+    }
+    let ret = raw_syscall(call.nr, call.args);
+    if ret >= 0 {
+        m.duplicated(old, ret as i32);
+    }
+    Action::Return(ret)
+}
+
+/// readv/writev and their positional forms, one segment after another.
+fn vectored(m: &VirtualMount, f: &crate::vfs::OpenFile, call: &Syscall) -> Action {
+    let a = call.args;
+    let write = matches!(
+        call.nr,
+        libc::SYS_writev | libc::SYS_pwritev | libc::SYS_pwritev2
+    );
+    let positional = !matches!(call.nr, libc::SYS_readv | libc::SYS_writev);
+    let mut at = positional.then_some(a[3]);
+    if at == Some(u64::MAX) {
+        // preadv2/pwritev2 with offset -1: the file's position.
+        at = None;
+    }
+    let count = (a[2] as usize).min(1024);
+    let iov = appmem::bytes(a[1], count * 16);
+    let mut total = 0i64;
+    for seg in iov.chunks_exact(16) {
+        let base = u64::from_ne_bytes(seg[..8].try_into().expect("8 bytes"));
+        let len = u64::from_ne_bytes(seg[8..].try_into().expect("8 bytes")) as usize;
+        let fd = fd_arg(a[0]);
+        let r = if write {
+            m.write(fd, f, appmem::bytes(base, len), at)
+        } else {
+            m.read(fd, f, appmem::bytes_mut(base, len), at)
+        };
+        match r {
+            Ok(n) => {
+                total += n;
+                if let Some(off) = at.as_mut() {
+                    *off += n as u64;
+                }
+                if (n as usize) < len {
+                    break;
+                }
+            }
+            Err(e) if total == 0 => return answer(Err(e)),
+            Err(_) => break,
+        }
+    }
+    answer(Ok(total))
+}
+
+/// Run `op` on what a path call (dirfd, path) or a descriptor call names,
+/// if that is in the mount.
+fn on_target(
+    m: &VirtualMount,
+    fd: Option<i32>,
+    dirfd: i32,
+    path: u64,
+    follow: bool,
+    op: impl FnOnce(&Target<'_>) -> SysResult,
+) -> Action {
+    if let Some(fd) = fd {
+        return match m.file(fd) {
+            Some(f) => answer(op(&Target::File(&f))),
+            None => Action::Pass,
+        };
+    }
+    let Some(p) = appmem::c_str(path) else {
+        return Action::Pass;
+    };
+    match m.place(dirfd, p) {
+        Place::Inside(p) => answer(op(&Target::Path(&p, follow))),
+        Place::Outside => Action::Pass,
+    }
+}
+
+/// chown's owner and group; -1 leaves one as it is.
+fn owner(uid: u64, gid: u64) -> SetAttr {
+    let keep = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
+    SetAttr {
+        uid: keep(uid),
+        gid: keep(gid),
+        ..SetAttr::default()
+    }
+}
+
+/// utimensat's two timespecs (NULL: both now; UTIME_OMIT, UTIME_NOW).
+fn utimens_change(addr: u64) -> SetAttr {
+    let mut change = SetAttr::default();
+    if addr == 0 {
+        change.atime = Some(TimeOrNow::Now);
+        change.mtime = Some(TimeOrNow::Now);
+        return change;
+    }
+    let raw = appmem::bytes(addr, 32);
+    let field = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let one = |sec: i64, nsec: i64| match nsec {
+        libc::UTIME_OMIT => None,
+        libc::UTIME_NOW => Some(TimeOrNow::Now),
+        n => Some(TimeOrNow::Specific(Timespec {
+            sec,
+            nsec: n as u32,
+        })),
+    };
+    change.atime = one(field(0), field(1));
+    change.mtime = one(field(2), field(3));
+    change
+}

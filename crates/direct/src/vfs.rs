@@ -1,0 +1,1377 @@
+//! The virtual mount: a fusebox `Filesystem` seen at a path of this
+//! process, reached by calling it, not through the kernel.
+//!
+//! Paths are resolved here as the kernel resolves them under a FUSE mount:
+//! component by component with `lookup`, symlinks followed by `readlink`.
+//! Every open file gets a real kernel descriptor (a memfd placeholder), so
+//! the application's descriptor numbers, dup, close-on-exec and fcntl
+//! flags behave as the kernel's own; the table here maps that number to
+//! the filesystem's node and handle. Node references taken by a lookup are
+//! given back (`forget`) when the call no longer needs them: only open
+//! files and a virtual working directory hold one.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fusebox::fs::ops::Ctx;
+use fusebox::fs::ops::{Create, Mkdir, Open, Read, Release, Rename, SetAttr, Write};
+use fusebox::fs::Filesystem;
+use fusebox::protocol::{DataOut, DirEntries};
+use fusebox::{Errno, FileAttr, FileHandle, NodeId};
+
+use crate::intercept::raw_syscall;
+
+/// A call's result as the kernel gives it: a value or an errno.
+pub(crate) type SysResult = Result<i64, i32>;
+
+const MAX_SYMLINKS: usize = 40;
+/// The start of a placeholder's record (see `install_file`).
+const PLACEHOLDER_MAGIC: &[u8] = b"fusebox-direct open file v1\n";
+const IO_CHUNK: usize = 1 << 20;
+
+fn err(e: Errno) -> i32 {
+    if e.0 > 0 {
+        e.0
+    } else {
+        libc::EIO
+    }
+}
+
+/// One open file: shared by every descriptor dup'ed from it, as the
+/// kernel shares an open file description (offset and flags).
+pub(crate) struct OpenFile {
+    fs: Arc<dyn Filesystem>,
+    node: NodeId,
+    fh: FileHandle,
+    flags: i32,
+    dir: bool,
+    /// The path it was opened by, inside the mount (for fchdir and
+    /// relative lookups from it).
+    path: Vec<u8>,
+    position: Mutex<Position>,
+    /// The descriptor record locks and flock(2) act on (see `lock_fd`).
+    lock_fd: std::sync::OnceLock<i32>,
+}
+
+/// In-process position state. A file's offset is not here: it is the
+/// placeholder descriptor's own offset, which the kernel shares exactly as
+/// it would share the file's (between dup'ed descriptors, with forked
+/// children, across exec).
+#[derive(Default)]
+struct Position {
+    /// Directories: the cookie of the next entry to list.
+    dir_cookie: u64,
+}
+
+fn offset_of(fd: i32) -> u64 {
+    raw_syscall(
+        libc::SYS_lseek,
+        [fd as u64, 0, libc::SEEK_CUR as u64, 0, 0, 0],
+    )
+    .max(0) as u64
+}
+
+fn set_offset(fd: i32, offset: u64) {
+    raw_syscall(
+        libc::SYS_lseek,
+        [fd as u64, offset, libc::SEEK_SET as u64, 0, 0, 0],
+    );
+}
+
+impl OpenFile {
+    pub(crate) fn flags(&self) -> i32 {
+        self.flags
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        let ctx = Ctx::internal();
+        let release = Release {
+            fh: self.fh,
+            flags: self.flags,
+            flush: false,
+            flock_unlock: false,
+            lock_owner: 0,
+        };
+        if let Some(&fd) = self.lock_fd.get() {
+            raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+        }
+        if self.dir {
+            let _ = self.fs.releasedir(&ctx, self.node, &release);
+        } else {
+            let _ = self.fs.flush(&ctx, self.node, self.fh, 0);
+            let _ = self.fs.release(&ctx, self.node, &release);
+        }
+        self.fs.forget(self.node, 1);
+    }
+}
+
+/// Lookups made while resolving one path, given back when it is done.
+struct Looked<'a> {
+    fs: &'a dyn Filesystem,
+    nodes: Vec<NodeId>,
+}
+
+impl Looked<'_> {
+    /// Keep one reference to `node` beyond this call (an open file's).
+    fn keep(&mut self, node: NodeId) {
+        if let Some(i) = self.nodes.iter().rposition(|&n| n == node) {
+            self.nodes.swap_remove(i);
+        }
+    }
+}
+
+impl Drop for Looked<'_> {
+    fn drop(&mut self) {
+        for &n in &self.nodes {
+            self.fs.forget(n, 1);
+        }
+    }
+}
+
+/// A path resolved inside the mount.
+struct Resolved {
+    /// The directory holding the last component, and that component (None
+    /// for the mount's root itself).
+    parent: NodeId,
+    name: Option<Vec<u8>>,
+    /// The node the path names, if it exists.
+    node: Option<(NodeId, FileAttr)>,
+    /// The path inside the mount, normalised ("" for the root).
+    path: Vec<u8>,
+}
+
+impl Resolved {
+    /// The path's last component `name`, in `parent`, reached through
+    /// `done`.
+    fn last(
+        parent: NodeId,
+        done: &[Vec<u8>],
+        name: Vec<u8>,
+        node: Option<(NodeId, FileAttr)>,
+    ) -> Resolved {
+        let mut path = join(done);
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(&name);
+        Resolved {
+            parent,
+            name: Some(name),
+            node,
+            path,
+        }
+    }
+}
+
+pub struct VirtualMount {
+    /// Where the filesystem appears: absolute, no trailing slash.
+    at: Vec<u8>,
+    fs: Arc<dyn Filesystem>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<i32, Arc<OpenFile>>,
+    /// The working directory, while it is inside the mount (the kernel's
+    /// stays where it was): the path inside the mount.
+    cwd: Option<Vec<u8>>,
+    /// The kernel's working directory (relative paths from it may lead
+    /// into the mount).
+    real_cwd: Vec<u8>,
+}
+
+/// Where a path argument points.
+pub(crate) enum Place {
+    /// Not in the mount: the kernel's business.
+    Outside,
+    /// In the mount, at this path inside it (not yet normalised).
+    Inside(Vec<u8>),
+}
+
+impl VirtualMount {
+    pub fn new(at: &std::path::Path, fs: Arc<dyn Filesystem>) -> VirtualMount {
+        let mut at = at.as_os_str().as_bytes().to_vec();
+        while at.len() > 1 && at.ends_with(b"/") {
+            at.pop();
+        }
+        VirtualMount {
+            at,
+            fs,
+            state: Mutex::new(State {
+                real_cwd: kernel_cwd(),
+                ..State::default()
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn file(&self, fd: i32) -> Option<Arc<OpenFile>> {
+        if fd < 0 {
+            return None;
+        }
+        self.state().files.get(&fd).cloned()
+    }
+
+    /// Where `path`, relative to `dirfd`, points. Absolute paths outside
+    /// the mount are decided without allocating (the common case, and the
+    /// one a call made from inside libc's allocator can come with).
+    pub(crate) fn place(&self, dirfd: i32, path: &[u8]) -> Place {
+        if path.first() == Some(&b'/') {
+            if let Some((fd, rest)) = proc_fd(path) {
+                // A descriptor's magic link (/proc/self/fd/N, /dev/fd/N):
+                // for one of ours, the file it was opened by.
+                if let Some(f) = self.file(fd) {
+                    let mut p = f.path.clone();
+                    p.extend_from_slice(rest);
+                    return Place::Inside(p);
+                }
+            }
+            return self.inside(path);
+        }
+        let base = if dirfd == libc::AT_FDCWD {
+            let st = self.state();
+            match &st.cwd {
+                Some(cwd) => return Place::Inside(join_inside(cwd, path)),
+                None => st.real_cwd.clone(),
+            }
+        } else if let Some(f) = self.file(dirfd) {
+            return Place::Inside(join_inside(&f.path, path));
+        } else {
+            // A directory of the kernel's: the path may still lead into
+            // the mount ("x/f" from the mount's parent).
+            match fd_path(dirfd) {
+                Some(p) => p,
+                None => return Place::Outside,
+            }
+        };
+        let mut full = base;
+        full.push(b'/');
+        full.extend_from_slice(path);
+        match self.inside(&normalize(&full)) {
+            Place::Inside(rest) => Place::Inside(rest),
+            Place::Outside => Place::Outside,
+        }
+    }
+
+    fn inside(&self, path: &[u8]) -> Place {
+        match path.strip_prefix(self.at.as_slice()) {
+            Some(rest) if rest.is_empty() || rest[0] == b'/' => Place::Inside(rest.to_vec()),
+            _ if self.at == b"/" => Place::Inside(path.to_vec()),
+            _ => Place::Outside,
+        }
+    }
+
+    /// The kernel's working directory changed (a chdir it served).
+    pub(crate) fn kernel_cwd_changed(&self) {
+        let mut st = self.state();
+        st.cwd = None;
+        st.real_cwd = kernel_cwd();
+    }
+
+    fn ctx() -> Ctx<'static> {
+        let mut ctx = Ctx::internal();
+        ctx.uid = rustix::process::geteuid().as_raw();
+        ctx.gid = rustix::process::getegid().as_raw();
+        ctx.pid = std::process::id();
+        ctx
+    }
+
+    /// Resolve `path` (inside the mount). `follow`: follow a symlink in the
+    /// last component.
+    fn resolve<'a>(
+        &'a self,
+        path: &[u8],
+        follow: bool,
+        looked: &mut Looked<'a>,
+    ) -> Result<Resolved, i32> {
+        let ctx = Self::ctx();
+        let mut pending: Vec<Vec<u8>> = split(path);
+        let mut done: Vec<Vec<u8>> = Vec::new();
+        let mut stack: Vec<(NodeId, FileAttr)> = Vec::new();
+        let root_attr = self.fs.getattr(&ctx, NodeId::ROOT, None).map_err(err)?.attr;
+        let mut here = (NodeId::ROOT, root_attr);
+        let mut links = 0;
+        pending.reverse();
+        while let Some(comp) = pending.pop() {
+            let last = pending.is_empty();
+            match comp.as_slice() {
+                b"." => continue,
+                b".." => {
+                    // Above the mount's root stays at its root: what lies
+                    // outside is not reachable through it (DESIGN.md).
+                    if let Some(up) = stack.pop() {
+                        here = up;
+                        done.pop();
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if here.1.mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(libc::ENOTDIR);
+            }
+            match self.fs.lookup(&ctx, here.0, OsStr::from_bytes(&comp)) {
+                Ok(e) if e.node.0 != 0 => {
+                    looked.nodes.push(e.node);
+                    let is_link = e.attr.mode & libc::S_IFMT == libc::S_IFLNK;
+                    if is_link && (!last || follow) {
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return Err(libc::ELOOP);
+                        }
+                        let mut out = DataOut::with_capacity(libc::PATH_MAX as usize);
+                        self.fs.readlink(&ctx, e.node, &mut out).map_err(err)?;
+                        let target = out.as_slice().to_vec();
+                        let mut more = if target.first() == Some(&b'/') {
+                            match target.strip_prefix(self.at.as_slice()) {
+                                Some(rest) if rest.is_empty() || rest[0] == b'/' => {
+                                    stack.clear();
+                                    done.clear();
+                                    here = (NodeId::ROOT, root_attr);
+                                    split(rest)
+                                }
+                                // A link out of the mount: not followed
+                                // here (DESIGN.md).
+                                _ => return Err(libc::EXDEV),
+                            }
+                        } else {
+                            split(&target)
+                        };
+                        more.reverse();
+                        pending.extend(more);
+                        continue;
+                    }
+                    if last {
+                        return Ok(Resolved::last(here.0, &done, comp, Some((e.node, e.attr))));
+                    }
+                    stack.push(here);
+                    here = (e.node, e.attr);
+                    done.push(comp);
+                }
+                Ok(_) | Err(Errno::ENOENT) => {
+                    if last {
+                        return Ok(Resolved::last(here.0, &done, comp, None));
+                    }
+                    return Err(libc::ENOENT);
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+        // The path named a directory we walked into (or the root).
+        let parent = stack.last().map_or(NodeId::ROOT, |p| p.0);
+        Ok(Resolved {
+            parent,
+            name: done.last().cloned(),
+            node: Some(here),
+            path: join(&done),
+        })
+    }
+
+    fn looked(&self) -> Looked<'_> {
+        Looked {
+            fs: &*self.fs,
+            nodes: Vec::new(),
+        }
+    }
+
+    fn umask() -> u32 {
+        // Read by setting: restored at once (a thread changing its umask at
+        // this very moment could lose its change; DESIGN.md).
+        let old = raw_syscall(libc::SYS_umask, [0o022, 0, 0, 0, 0, 0]);
+        raw_syscall(libc::SYS_umask, [old as u64, 0, 0, 0, 0, 0]);
+        old as u32
+    }
+
+    fn placeholder(cloexec: bool) -> Result<i32, i32> {
+        let flags = if cloexec { libc::MFD_CLOEXEC } else { 0 };
+        let ret = raw_syscall(
+            libc::SYS_memfd_create,
+            [
+                c"fusebox-direct".as_ptr() as u64,
+                u64::from(flags),
+                0,
+                0,
+                0,
+                0,
+            ],
+        );
+        if ret < 0 {
+            Err(-ret as i32)
+        } else {
+            Ok(ret as i32)
+        }
+    }
+
+    fn install_file(&self, file: OpenFile) -> SysResult {
+        let cloexec = file.flags & libc::O_CLOEXEC != 0;
+        let fd = Self::placeholder(cloexec)?;
+        // Who this descriptor is, for a program this one executes: it
+        // inherits the descriptor and finds the file again from this.
+        let mut identity = PLACEHOLDER_MAGIC.to_vec();
+        identity.extend_from_slice(&file.flags.to_le_bytes());
+        identity.push(u8::from(file.dir));
+        identity.extend_from_slice(&file.path);
+        raw_syscall(
+            libc::SYS_pwrite64,
+            [
+                fd as u64,
+                identity.as_ptr() as u64,
+                identity.len() as u64,
+                0,
+                0,
+                0,
+            ],
+        );
+        self.state().files.insert(fd, Arc::new(file));
+        Ok(i64::from(fd))
+    }
+
+    /// Take over the placeholders this process inherited across exec: each
+    /// is opened again by the path it was opened by (its offset is the
+    /// placeholder's own, so it carries over). A file that cannot be found
+    /// again (unlinked meanwhile) is left as it is: its descriptor then
+    /// reads the placeholder's record, so it is closed instead.
+    pub fn adopt_inherited(&self) {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return;
+        };
+        let fds: Vec<i32> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        for fd in fds {
+            let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+                continue;
+            };
+            if !target
+                .as_os_str()
+                .as_bytes()
+                .starts_with(b"/memfd:fusebox-direct")
+            {
+                continue;
+            }
+            let mut record = vec![0u8; 4096 + PLACEHOLDER_MAGIC.len() + 5];
+            let n = raw_syscall(
+                libc::SYS_pread64,
+                [
+                    fd as u64,
+                    record.as_mut_ptr() as u64,
+                    record.len() as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            );
+            let head = PLACEHOLDER_MAGIC.len() + 5;
+            if n < head as i64 || !record.starts_with(PLACEHOLDER_MAGIC) {
+                continue;
+            }
+            record.truncate(n as usize);
+            let at = PLACEHOLDER_MAGIC.len();
+            let flags = i32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
+            let path = record[head..].to_vec();
+            let reopened = self.reopen(&path, flags, record[at + 4] != 0);
+            match reopened {
+                Ok(file) => {
+                    self.state().files.insert(fd, Arc::new(file));
+                }
+                Err(_) => {
+                    raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+                }
+            }
+        }
+    }
+
+    fn reopen(&self, path: &[u8], flags: i32, dir: bool) -> Result<OpenFile, i32> {
+        let ctx = Self::ctx();
+        let mut looked = self.looked();
+        let r = self.resolve(path, flags & libc::O_NOFOLLOW == 0, &mut looked)?;
+        let (node, _) = r.node.ok_or(libc::ENOENT)?;
+        let open = Open {
+            flags: flags
+                & !(libc::O_CREAT
+                    | libc::O_EXCL
+                    | libc::O_TRUNC
+                    | libc::O_NOCTTY
+                    | libc::O_CLOEXEC),
+            kill_suidgid: false,
+        };
+        let opened = if flags & libc::O_PATH != 0 {
+            Default::default()
+        } else if dir {
+            self.fs.opendir(&ctx, node, &open).map_err(err)?
+        } else {
+            self.fs.open(&ctx, node, &open).map_err(err)?
+        };
+        looked.keep(node);
+        Ok(OpenFile {
+            fs: self.fs.clone(),
+            node,
+            fh: opened.fh,
+            flags,
+            dir,
+            path: r.path,
+            position: Default::default(),
+            lock_fd: Default::default(),
+        })
+    }
+
+    /// The kernel descriptor an open file's locks are taken on: one per
+    /// open file, of a lock file per (mount, inode) that every process
+    /// serving the mount shares. The kernel then gives record locks and
+    /// flock(2) their own semantics across processes: per process and
+    /// inode for fcntl locks (dropped at any close of the file), per open
+    /// file for flock and OFD locks.
+    fn lock_fd(&self, file: &OpenFile) -> Result<i32, i32> {
+        if let Some(&fd) = file.lock_fd.get() {
+            return Ok(fd);
+        }
+        let ino = self
+            .fs
+            .getattr(&Self::ctx(), file.node, None)
+            .map_err(err)?
+            .attr
+            .ino;
+        let dir = if std::path::Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        };
+        let mount_id = self.at.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+            (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let dir = format!("{dir}/fusebox-direct-locks");
+        let _ = std::fs::create_dir(&dir);
+        let path = format!("{dir}/{mount_id:016x}-{ino}\0");
+        let fd = raw_syscall(
+            libc::SYS_openat,
+            [
+                libc::AT_FDCWD as u64,
+                path.as_ptr() as u64,
+                (libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC) as u64,
+                0o600,
+                0,
+                0,
+            ],
+        );
+        if fd < 0 {
+            return Err(-fd as i32);
+        }
+        match file.lock_fd.set(fd as i32) {
+            Ok(()) => Ok(fd as i32),
+            Err(_) => {
+                // Another thread got there first.
+                raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+                Ok(*file.lock_fd.get().expect("set"))
+            }
+        }
+    }
+
+    /// fcntl's lock commands and flock(2) on an open file of the mount.
+    pub(crate) fn lock(&self, file: &OpenFile, nr: i64, args: [u64; 6]) -> SysResult {
+        let fd = self.lock_fd(file)?;
+        let mut args = args;
+        args[0] = fd as u64;
+        let ret = raw_syscall(nr, args);
+        if ret < 0 {
+            Err(-ret as i32)
+        } else {
+            Ok(ret)
+        }
+    }
+
+    /// mmap(2) of a file of the mount: a private copy, read in when the
+    /// map is made. Private maps behave as the kernel's (writes stay in
+    /// the process); a shared read-only map does not see later changes to
+    /// the file; a shared writable map, whose writes would have to reach
+    /// the file, is refused with ENODEV, as for files without mmap.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn map_copy(
+        &self,
+        fd: i32,
+        file: &OpenFile,
+        addr: u64,
+        len: u64,
+        prot: i32,
+        flags: i32,
+        offset: u64,
+    ) -> SysResult {
+        let shared = flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) != 0;
+        if shared && prot & libc::PROT_WRITE != 0 {
+            return Err(libc::ENODEV);
+        }
+        if len == 0 {
+            return Err(libc::EINVAL);
+        }
+        let keep = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE | libc::MAP_POPULATE);
+        let ret = raw_syscall(
+            libc::SYS_mmap,
+            [
+                addr,
+                len,
+                (libc::PROT_READ | libc::PROT_WRITE) as u64,
+                (keep | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
+                u64::MAX,
+                0,
+            ],
+        );
+        if ret < 0 {
+            return Err(-ret as i32);
+        }
+        let map = ret as u64;
+        let size = self.fstat(file)?.size;
+        let wanted = size.saturating_sub(offset).min(len) as usize;
+        if wanted > 0 {
+            if let Err(e) = self.read(
+                fd,
+                file,
+                crate::appmem::bytes_mut(map, wanted),
+                Some(offset),
+            ) {
+                raw_syscall(libc::SYS_munmap, [map, len, 0, 0, 0, 0]);
+                return Err(e);
+            }
+        }
+        raw_syscall(libc::SYS_mprotect, [map, len, prot as u64, 0, 0, 0]);
+        Ok(map as i64)
+    }
+
+    /// The working directory inside the mount, as a new program starts
+    /// with it (from the program that executed it).
+    pub fn set_cwd(&self, path: &[u8]) -> Result<(), i32> {
+        self.chdir(path).map(|_| ())
+    }
+
+    /// The working directory inside the mount, if it is there.
+    pub(crate) fn cwd(&self) -> Option<Vec<u8>> {
+        self.state().cwd.clone()
+    }
+
+    pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
+        let ctx = Self::ctx();
+        let mut looked = self.looked();
+        let follow = flags & libc::O_NOFOLLOW == 0;
+        let r = self.resolve(path, follow, &mut looked)?;
+        let open_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_CLOEXEC);
+        let (node, attr, opened) = match r.node {
+            Some(_) if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 => {
+                return Err(libc::EEXIST)
+            }
+            Some((node, attr)) => {
+                let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
+                if flags & libc::O_DIRECTORY != 0 && !is_dir {
+                    return Err(libc::ENOTDIR);
+                }
+                // A symlink is opened itself only as O_PATH|O_NOFOLLOW.
+                if attr.mode & libc::S_IFMT == libc::S_IFLNK && flags & libc::O_PATH == 0 {
+                    return Err(libc::ELOOP);
+                }
+                if is_dir && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    return Err(libc::EISDIR);
+                }
+                if flags & libc::O_PATH != 0 || is_dir {
+                    let opened = if flags & libc::O_PATH != 0 {
+                        Default::default()
+                    } else {
+                        self.fs
+                            .opendir(
+                                &ctx,
+                                node,
+                                &Open {
+                                    flags: open_flags,
+                                    kill_suidgid: false,
+                                },
+                            )
+                            .map_err(err)?
+                    };
+                    looked.keep(node);
+                    return self.install_file(OpenFile {
+                        fs: self.fs.clone(),
+                        node,
+                        fh: opened.fh,
+                        flags,
+                        dir: is_dir && flags & libc::O_PATH == 0,
+                        path: r.path,
+                        position: Default::default(),
+                        lock_fd: Default::default(),
+                    });
+                }
+                if flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    let truncate = SetAttr {
+                        size: Some(0),
+                        ..SetAttr::default()
+                    };
+                    self.fs.setattr(&ctx, node, &truncate).map_err(err)?;
+                }
+                let opened = self
+                    .fs
+                    .open(
+                        &ctx,
+                        node,
+                        &Open {
+                            flags: open_flags & !libc::O_TRUNC,
+                            kill_suidgid: false,
+                        },
+                    )
+                    .map_err(err)?;
+                (node, attr, opened)
+            }
+            None if flags & libc::O_CREAT != 0 => {
+                let name = r.name.as_deref().ok_or(libc::EISDIR)?;
+                let umask = Self::umask();
+                let args = Create {
+                    flags: open_flags,
+                    mode: (mode & !umask & 0o7777) | libc::S_IFREG,
+                    umask,
+                    kill_suidgid: false,
+                };
+                let (entry, opened) = self
+                    .fs
+                    .create(&ctx, r.parent, OsStr::from_bytes(name), &args)
+                    .map_err(err)?;
+                looked.nodes.push(entry.node);
+                (entry.node, entry.attr, opened)
+            }
+            None => return Err(libc::ENOENT),
+        };
+        let _ = attr;
+        looked.keep(node);
+        self.install_file(OpenFile {
+            fs: self.fs.clone(),
+            node,
+            fh: opened.fh,
+            flags,
+            dir: false,
+            path: r.path,
+            position: Default::default(),
+            lock_fd: Default::default(),
+        })
+    }
+
+    /// close(2) of a descriptor in the table.
+    pub(crate) fn close(&self, fd: i32) -> Option<SysResult> {
+        let file = self.state().files.remove(&fd)?;
+        let ret = raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+        drop(file);
+        Some(if ret < 0 { Err(-ret as i32) } else { Ok(0) })
+    }
+
+    /// The kernel made `new` a copy of `old` (dup, dup2, dup3, F_DUPFD):
+    /// the table follows.
+    pub(crate) fn duplicated(&self, old: i32, new: i32) {
+        let mut st = self.state();
+        match st.files.get(&old).cloned() {
+            Some(f) => {
+                st.files.insert(new, f);
+            }
+            None => {
+                st.files.remove(&new);
+            }
+        }
+    }
+
+    pub(crate) fn read(
+        &self,
+        fd: i32,
+        file: &OpenFile,
+        buf: &mut [u8],
+        at: Option<u64>,
+    ) -> SysResult {
+        if file.dir {
+            return Err(libc::EISDIR);
+        }
+        if file.flags & libc::O_ACCMODE == libc::O_WRONLY || file.flags & libc::O_PATH != 0 {
+            return Err(libc::EBADF);
+        }
+        let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = at.unwrap_or_else(|| offset_of(fd));
+        let ctx = Self::ctx();
+        let mut done = 0usize;
+        while done < buf.len() {
+            let want = (buf.len() - done).min(IO_CHUNK);
+            let mut out = DataOut::with_capacity(want);
+            let args = Read {
+                fh: file.fh,
+                offset: start + done as u64,
+                size: want as u32,
+                flags: file.flags,
+                lock_owner: None,
+            };
+            if let Err(e) = file.fs.read(&ctx, file.node, &args, &mut out) {
+                if done == 0 {
+                    return Err(err(e));
+                }
+                break;
+            }
+            let got = out.as_slice().len().min(want);
+            buf[done..done + got].copy_from_slice(&out.as_slice()[..got]);
+            done += got;
+            if got < want {
+                break;
+            }
+        }
+        if at.is_none() {
+            set_offset(fd, start + done as u64);
+        }
+        Ok(done as i64)
+    }
+
+    pub(crate) fn write(
+        &self,
+        fd: i32,
+        file: &OpenFile,
+        data: &[u8],
+        at: Option<u64>,
+    ) -> SysResult {
+        if file.dir {
+            return Err(libc::EISDIR);
+        }
+        if file.flags & libc::O_ACCMODE == libc::O_RDONLY || file.flags & libc::O_PATH != 0 {
+            return Err(libc::EBADF);
+        }
+        let ctx = Self::ctx();
+        let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = match at {
+            Some(off) => off,
+            None if file.flags & libc::O_APPEND != 0 => {
+                file.fs
+                    .getattr(&ctx, file.node, Some(file.fh))
+                    .map_err(err)?
+                    .attr
+                    .size
+            }
+            None => offset_of(fd),
+        };
+        let mut done = 0usize;
+        while done < data.len() {
+            let chunk = &data[done..(done + IO_CHUNK).min(data.len())];
+            let args = Write {
+                fh: file.fh,
+                offset: start + done as u64,
+                data: chunk,
+                flags: file.flags,
+                lock_owner: None,
+                from_cache: false,
+                kill_suidgid: false,
+            };
+            match file.fs.write(&ctx, file.node, &args) {
+                Ok(0) => break,
+                Ok(n) => done += n as usize,
+                Err(e) if done == 0 => return Err(err(e)),
+                Err(_) => break,
+            }
+        }
+        if at.is_none() {
+            set_offset(fd, start + done as u64);
+        }
+        Ok(done as i64)
+    }
+
+    pub(crate) fn lseek(&self, fd: i32, file: &OpenFile, offset: i64, whence: i32) -> SysResult {
+        let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        if file.dir {
+            // Only rewinding a listing is meaningful (rewinddir).
+            if whence == libc::SEEK_SET && offset == 0 {
+                pos.dir_cookie = 0;
+                return Ok(0);
+            }
+            return Err(libc::EINVAL);
+        }
+        let base = match whence {
+            libc::SEEK_SET => 0,
+            libc::SEEK_CUR => offset_of(fd) as i64,
+            libc::SEEK_END => {
+                let attr = self
+                    .fs
+                    .getattr(&Self::ctx(), file.node, Some(file.fh))
+                    .map_err(err)?;
+                attr.attr.size as i64
+            }
+            libc::SEEK_DATA | libc::SEEK_HOLE => {
+                let args = fusebox::fs::ops::Lseek {
+                    fh: file.fh,
+                    offset: offset as u64,
+                    whence,
+                };
+                let at = self.fs.lseek(&Self::ctx(), file.node, &args).map_err(err)?;
+                set_offset(fd, at);
+                return Ok(at as i64);
+            }
+            _ => return Err(libc::EINVAL),
+        };
+        let new = base
+            .checked_add(offset)
+            .filter(|&n| n >= 0)
+            .ok_or(libc::EINVAL)?;
+        set_offset(fd, new as u64);
+        Ok(new)
+    }
+
+    pub(crate) fn fstat(&self, file: &OpenFile) -> Result<FileAttr, i32> {
+        let fh = (!file.dir && file.flags & libc::O_PATH == 0).then_some(file.fh);
+        Ok(self
+            .fs
+            .getattr(&Self::ctx(), file.node, fh)
+            .map_err(err)?
+            .attr)
+    }
+
+    pub(crate) fn stat(&self, path: &[u8], follow: bool) -> Result<FileAttr, i32> {
+        let mut looked = self.looked();
+        let r = self.resolve(path, follow, &mut looked)?;
+        let (node, _) = r.node.ok_or(libc::ENOENT)?;
+        Ok(self.fs.getattr(&Self::ctx(), node, None).map_err(err)?.attr)
+    }
+
+    pub(crate) fn access(&self, path: &[u8], mode: i32, follow: bool) -> SysResult {
+        let attr = self.stat(path, follow)?;
+        if mode == libc::F_OK {
+            return Ok(0);
+        }
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
+        let bits = if uid == 0 {
+            // Root: read and write always; execute if anyone may, or a
+            // directory.
+            let x = attr.mode & 0o111 != 0 || attr.mode & libc::S_IFMT == libc::S_IFDIR;
+            0o6 | if x { 1 } else { 0 }
+        } else if attr.uid == uid {
+            (attr.mode >> 6) & 7
+        } else if attr.gid == gid {
+            (attr.mode >> 3) & 7
+        } else {
+            attr.mode & 7
+        };
+        if (mode as u32) & !bits & 7 != 0 {
+            return Err(libc::EACCES);
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn getdents64(&self, file: &OpenFile, buf: &mut [u8]) -> SysResult {
+        if !file.dir {
+            return Err(libc::ENOTDIR);
+        }
+        let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = DataOut::with_capacity(32 << 10);
+        let mut listing = DirEntries::new(&mut out, false);
+        let _ = listing.is_plus();
+        let args = Read {
+            fh: file.fh,
+            offset: pos.dir_cookie,
+            size: 32 << 10,
+            flags: file.flags,
+            lock_owner: None,
+        };
+        self.fs
+            .readdir(&Self::ctx(), file.node, &args, &mut listing)
+            .map_err(err)?;
+        let mut records = Vec::with_capacity(buf.len().min(32 << 10));
+        let mut raw = out.as_slice();
+        let mut any = false;
+        // struct fuse_dirent: ino, off, namelen, type, name, padded to 8.
+        while raw.len() >= 24 {
+            let ino = u64::from_ne_bytes(raw[0..8].try_into().expect("8 bytes"));
+            let off = u64::from_ne_bytes(raw[8..16].try_into().expect("8 bytes"));
+            let namelen = u32::from_ne_bytes(raw[16..20].try_into().expect("4 bytes")) as usize;
+            let typ = u32::from_ne_bytes(raw[20..24].try_into().expect("4 bytes"));
+            let Some(name) = raw.get(24..24 + namelen) else {
+                break;
+            };
+            if !crate::kabi::push_dirent64(&mut records, buf.len(), ino, off, typ as u8, name) {
+                if !any {
+                    return Err(libc::EINVAL);
+                }
+                break;
+            }
+            any = true;
+            pos.dir_cookie = off;
+            let step = (24 + namelen).next_multiple_of(8);
+            raw = raw.get(step..).unwrap_or(&[]);
+        }
+        buf[..records.len()].copy_from_slice(&records);
+        Ok(records.len() as i64)
+    }
+
+    pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, false, &mut looked)?;
+        if r.node.is_some() {
+            return Err(libc::EEXIST);
+        }
+        let name = r.name.ok_or(libc::EEXIST)?;
+        let umask = Self::umask();
+        let args = Mkdir {
+            mode: mode & !umask & 0o7777,
+            umask,
+        };
+        let e = self
+            .fs
+            .mkdir(&Self::ctx(), r.parent, OsStr::from_bytes(&name), &args)
+            .map_err(err)?;
+        looked.nodes.push(e.node);
+        Ok(0)
+    }
+
+    pub(crate) fn unlink(&self, path: &[u8], dir: bool) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, false, &mut looked)?;
+        let (_, attr) = r.node.ok_or(libc::ENOENT)?;
+        let name = r.name.ok_or(libc::EBUSY)?;
+        let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
+        let name = OsStr::from_bytes(&name);
+        let ctx = Self::ctx();
+        match (dir, is_dir) {
+            (true, true) => self.fs.rmdir(&ctx, r.parent, name).map_err(err)?,
+            (true, false) => return Err(libc::ENOTDIR),
+            (false, true) => return Err(libc::EISDIR),
+            (false, false) => self.fs.unlink(&ctx, r.parent, name).map_err(err)?,
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> SysResult {
+        let mut looked = self.looked();
+        let a = self.resolve(from, false, &mut looked)?;
+        let b = self.resolve(to, false, &mut looked)?;
+        a.node.ok_or(libc::ENOENT)?;
+        let (Some(na), Some(nb)) = (a.name, b.name) else {
+            return Err(libc::EBUSY);
+        };
+        let args = Rename {
+            parent: a.parent,
+            name: OsStr::from_bytes(&na),
+            new_parent: b.parent,
+            new_name: OsStr::from_bytes(&nb),
+            flags,
+        };
+        self.fs.rename(&Self::ctx(), &args).map_err(err)?;
+        Ok(0)
+    }
+
+    pub(crate) fn readlink(&self, path: &[u8], buf: &mut [u8]) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, false, &mut looked)?;
+        let (node, attr) = r.node.ok_or(libc::ENOENT)?;
+        if attr.mode & libc::S_IFMT != libc::S_IFLNK {
+            return Err(libc::EINVAL);
+        }
+        let mut out = DataOut::with_capacity(libc::PATH_MAX as usize);
+        self.fs
+            .readlink(&Self::ctx(), node, &mut out)
+            .map_err(err)?;
+        let n = out.as_slice().len().min(buf.len());
+        buf[..n].copy_from_slice(&out.as_slice()[..n]);
+        Ok(n as i64)
+    }
+
+    pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, false, &mut looked)?;
+        if r.node.is_some() {
+            return Err(libc::EEXIST);
+        }
+        let name = r.name.ok_or(libc::EEXIST)?;
+        let e = self
+            .fs
+            .symlink(
+                &Self::ctx(),
+                r.parent,
+                OsStr::from_bytes(&name),
+                OsStr::from_bytes(target),
+            )
+            .map_err(err)?;
+        looked.nodes.push(e.node);
+        Ok(0)
+    }
+
+    pub(crate) fn truncate(
+        &self,
+        path: Option<&[u8]>,
+        file: Option<&OpenFile>,
+        size: i64,
+    ) -> SysResult {
+        if size < 0 {
+            return Err(libc::EINVAL);
+        }
+        let mut looked = self.looked();
+        let (node, fh) = match (path, file) {
+            (_, Some(f)) => {
+                if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
+                    return Err(libc::EINVAL);
+                }
+                (f.node, Some(f.fh))
+            }
+            (Some(p), None) => (
+                self.resolve(p, true, &mut looked)?
+                    .node
+                    .ok_or(libc::ENOENT)?
+                    .0,
+                None,
+            ),
+            (None, None) => return Err(libc::EBADF),
+        };
+        let args = SetAttr {
+            fh,
+            size: Some(size as u64),
+            ..SetAttr::default()
+        };
+        self.fs.setattr(&Self::ctx(), node, &args).map_err(err)?;
+        Ok(0)
+    }
+
+    pub(crate) fn fsync(&self, file: &OpenFile, datasync: bool) -> SysResult {
+        let ctx = Self::ctx();
+        let r = if file.dir {
+            self.fs.fsyncdir(&ctx, file.node, file.fh, datasync)
+        } else {
+            self.fs.fsync(&ctx, file.node, file.fh, datasync)
+        };
+        match r {
+            Ok(()) | Err(Errno::ENOSYS) => Ok(0),
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    pub(crate) fn chdir(&self, path: &[u8]) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, true, &mut looked)?;
+        let (_, attr) = r.node.ok_or(libc::ENOENT)?;
+        if attr.mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(libc::ENOTDIR);
+        }
+        self.state().cwd = Some(r.path);
+        Ok(0)
+    }
+
+    pub(crate) fn fchdir(&self, file: &OpenFile) -> SysResult {
+        if !file.dir && file.flags & libc::O_PATH == 0 {
+            return Err(libc::ENOTDIR);
+        }
+        self.state().cwd = Some(file.path.clone());
+        Ok(0)
+    }
+
+    /// getcwd(2) while the working directory is inside the mount.
+    pub(crate) fn getcwd(&self, buf: &mut [u8]) -> Option<SysResult> {
+        let cwd = self.state().cwd.clone()?;
+        let mut full = self.at.clone();
+        if !cwd.is_empty() {
+            if full != b"/" {
+                full.push(b'/');
+            }
+            full.extend_from_slice(&cwd);
+        }
+        full.push(0);
+        if full.len() > buf.len() {
+            return Some(Err(libc::ERANGE));
+        }
+        buf[..full.len()].copy_from_slice(&full);
+        Some(Ok(full.len() as i64))
+    }
+}
+
+/// What a call that takes a path or a descriptor acts on.
+pub(crate) enum Target<'a> {
+    /// A path inside the mount; `true`: follow a symlink at its end.
+    Path(&'a [u8], bool),
+    File(&'a OpenFile),
+}
+
+impl VirtualMount {
+    /// The node `target` names, with the lookups that found it (given
+    /// back when the guard goes).
+    fn node_of(
+        &self,
+        target: &Target<'_>,
+    ) -> Result<(NodeId, Option<FileHandle>, Looked<'_>), i32> {
+        let mut looked = self.looked();
+        match target {
+            Target::File(f) => {
+                let fh = (!f.dir && f.flags & libc::O_PATH == 0).then_some(f.fh);
+                Ok((f.node, fh, looked))
+            }
+            Target::Path(p, follow) => {
+                let r = self.resolve(p, *follow, &mut looked)?;
+                let (node, _) = r.node.ok_or(libc::ENOENT)?;
+                Ok((node, None, looked))
+            }
+        }
+    }
+
+    /// getxattr and listxattr: `size` 0 asks for the size.
+    pub(crate) fn getxattr(
+        &self,
+        target: &Target<'_>,
+        name: Option<&[u8]>,
+        buf: &mut [u8],
+    ) -> SysResult {
+        let (node, _, _looked) = self.node_of(target)?;
+        let mut out = DataOut::with_capacity(XATTR_MAX);
+        let ctx = Self::ctx();
+        let r = match name {
+            Some(n) => self.fs.getxattr(&ctx, node, OsStr::from_bytes(n), &mut out),
+            None => self.fs.listxattr(&ctx, node, &mut out),
+        };
+        match r {
+            Ok(()) => {}
+            // No xattrs at all: none to list, none to get.
+            Err(Errno::ENOSYS) if name.is_some() => return Err(libc::EOPNOTSUPP),
+            Err(Errno::ENOSYS) => return Ok(0),
+            Err(e) => return Err(err(e)),
+        }
+        let value = out.as_slice();
+        if buf.is_empty() {
+            return Ok(value.len() as i64);
+        }
+        if value.len() > buf.len() {
+            return Err(libc::ERANGE);
+        }
+        buf[..value.len()].copy_from_slice(value);
+        Ok(value.len() as i64)
+    }
+
+    pub(crate) fn setxattr(
+        &self,
+        target: &Target<'_>,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+    ) -> SysResult {
+        let (node, _, _looked) = self.node_of(target)?;
+        let args = fusebox::fs::ops::Setxattr {
+            name: OsStr::from_bytes(name),
+            value,
+            flags,
+            setxattr_flags: 0,
+        };
+        match self.fs.setxattr(&Self::ctx(), node, &args) {
+            Ok(()) => Ok(0),
+            Err(Errno::ENOSYS) => Err(libc::EOPNOTSUPP),
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    pub(crate) fn removexattr(&self, target: &Target<'_>, name: &[u8]) -> SysResult {
+        let (node, _, _looked) = self.node_of(target)?;
+        match self
+            .fs
+            .removexattr(&Self::ctx(), node, OsStr::from_bytes(name))
+        {
+            Ok(()) => Ok(0),
+            Err(Errno::ENOSYS) => Err(libc::EOPNOTSUPP),
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    /// chmod, chown, utimensat: a SETATTR with the fields given.
+    pub(crate) fn setattr(&self, target: &Target<'_>, mut change: SetAttr) -> SysResult {
+        let (node, fh, _looked) = self.node_of(target)?;
+        change.fh = fh;
+        self.fs.setattr(&Self::ctx(), node, &change).map_err(err)?;
+        Ok(0)
+    }
+}
+
+const XATTR_MAX: usize = 64 << 10;
+
+/// `/proc/self/fd/N...`, `/proc/PID/fd/N...` (this process) and
+/// `/dev/fd/N...`: N and what follows it.
+fn proc_fd(path: &[u8]) -> Option<(i32, &[u8])> {
+    let rest = if let Some(r) = path.strip_prefix(b"/dev/fd/") {
+        r
+    } else {
+        let r = path.strip_prefix(b"/proc/")?;
+        let (who, r) = r.split_at(r.iter().position(|&c| c == b'/')?);
+        let own = who == b"self"
+            || who == b"thread-self"
+            || who == std::process::id().to_string().as_bytes();
+        if !own {
+            return None;
+        }
+        r.strip_prefix(b"/fd/")?
+    };
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    let fd = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    Some((fd, &rest[digits..]))
+}
+
+/// The kernel's working directory.
+fn kernel_cwd() -> Vec<u8> {
+    std::env::current_dir()
+        .map(|p| p.into_os_string().into_vec())
+        .unwrap_or_default()
+}
+
+/// The path of a directory descriptor of the kernel's.
+fn fd_path(fd: i32) -> Option<Vec<u8>> {
+    let link = format!("/proc/self/fd/{fd}\0");
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    let n = raw_syscall(
+        libc::SYS_readlink,
+        [
+            link.as_ptr() as u64,
+            buf.as_mut_ptr() as u64,
+            buf.len() as u64,
+            0,
+            0,
+            0,
+        ],
+    );
+    if n <= 0 || buf[0] != b'/' {
+        return None;
+    }
+    buf.truncate(n as usize);
+    Some(buf)
+}
+
+/// `base` (inside the mount) joined with a relative `path`.
+fn join_inside(base: &[u8], path: &[u8]) -> Vec<u8> {
+    let mut joined = base.to_vec();
+    joined.push(b'/');
+    joined.extend_from_slice(path);
+    joined
+}
+
+/// "." and ".." taken out by name (the kernel would walk them; the paths
+/// this is used for are the kernel's own directories).
+fn normalize(path: &[u8]) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in path.split(|&c| c == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let mut out = Vec::with_capacity(path.len());
+    for p in parts {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// Path components, empty ones and "." dropped later by the walk.
+fn split(path: &[u8]) -> Vec<Vec<u8>> {
+    path.split(|&c| c == b'/')
+        .filter(|c| !c.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+fn join(parts: &[Vec<u8>]) -> Vec<u8> {
+    parts.join(&b'/')
+}

@@ -1,0 +1,251 @@
+//! Interception seen from the application's side: each case runs in a
+//! forked child (dispatch is per process and cannot be undone for the
+//! threads it reached), armed with a hook that answers `getppid` with 4242
+//! and `chdir` with EACCES and counts everything else it passes on.
+
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use fusebox_direct::intercept::{self, Action, Syscall};
+
+const ANSWER: i32 = 4242;
+static SEEN: [AtomicU64; 512] = [const { AtomicU64::new(0) }; 512];
+
+fn hook(call: &Syscall) -> Action {
+    if let Some(n) = SEEN.get(call.nr as usize) {
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+    match call.nr {
+        libc::SYS_getppid => Action::Return(ANSWER as i64),
+        libc::SYS_chdir => Action::Return(-(libc::EACCES as i64)),
+        _ => Action::Pass,
+    }
+}
+
+fn seen(nr: i64) -> u64 {
+    SEEN[nr as usize].load(Ordering::Relaxed)
+}
+
+fn getppid() -> i32 {
+    // SAFETY: getppid has no preconditions.
+    unsafe { libc::getppid() }
+}
+
+/// getppid through a `syscall` instruction of this test's own, not libc's.
+fn getppid_raw() -> i64 {
+    let ret: i64;
+    // SAFETY: getppid takes no arguments and touches no memory; rcx and
+    // r11 are clobbered by the instruction.
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") libc::SYS_getppid => ret,
+            out("rcx") _, out("r11") _, options(nostack));
+    }
+    ret
+}
+
+fn libc_and_raw_system_calls_are_answered_by_the_hook() -> Result<(), String> {
+    check(getppid() == ANSWER, "libc getppid")?;
+    check(getppid_raw() == ANSWER as i64, "raw getppid")?;
+    let e = std::env::set_current_dir("/").unwrap_err();
+    check(
+        e.raw_os_error() == Some(libc::EACCES),
+        &format!("chdir: {e}"),
+    )
+}
+
+fn calls_the_hook_passes_run_as_made() -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("fusebox-direct-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("f");
+    std::fs::write(&file, b"through the hook").map_err(|e| e.to_string())?;
+    let back = std::fs::read(&file).map_err(|e| e.to_string())?;
+    std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+    check(back == b"through the hook", "read back")?;
+    check(seen(libc::SYS_openat) >= 2, "openat seen by the hook")?;
+    check(seen(libc::SYS_write) >= 1, "write seen by the hook")
+}
+
+fn threads_started_after_install_are_hooked() -> Result<(), String> {
+    let workers: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut v = std::thread::current().name().map(|_| 0).unwrap_or(0);
+                for _ in 0..100 {
+                    v += getppid() - ANSWER;
+                }
+                (i, v, getppid_raw())
+            })
+        })
+        .collect();
+    for w in workers {
+        let (i, v, raw) = w.join().map_err(|_| "a thread panicked".to_string())?;
+        check(v == 0 && raw == ANSWER as i64, &format!("thread {i}"))?;
+    }
+    Ok(())
+}
+
+fn forked_and_spawned_children_are_hooked() -> Result<(), String> {
+    // SAFETY: fork in a process whose other threads (none here) hold no
+    // locks the child needs; the child only makes system calls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = getppid() == ANSWER && getppid_raw() == ANSWER as i64;
+        // SAFETY: ends the child without running the parent's atexit work.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    check(wait_for(pid) == Ok(0), "forked child")?;
+    // SAFETY: a raw vfork, which the layer turns into a copying clone (the
+    // parent still waits for the child's exit): the child may run Rust.
+    let pid = unsafe { libc::syscall(libc::SYS_vfork) } as i32;
+    if pid == 0 {
+        let ok = getppid() == ANSWER;
+        // SAFETY: as above.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    check(wait_for(pid) == Ok(0), "vforked child")?;
+    // posix_spawn: a clone with CLONE_VM and a stack of its own.
+    let out = std::process::Command::new("sh")
+        .args(["-c", "echo spawned; exit 3"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    check(out.status.code() == Some(3), "spawned exit status")?;
+    check(out.stdout == b"spawned\n", "spawned output")
+}
+
+static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_usr1(_: i32) {
+    IN_HANDLER.store(getppid() as usize, Ordering::SeqCst);
+}
+
+fn application_signal_handlers_are_hooked_and_return() -> Result<(), String> {
+    // SAFETY: installs a handler that only makes a system call and stores.
+    unsafe {
+        check(
+            libc::signal(libc::SIGUSR1, on_usr1 as *const () as usize) != libc::SIG_ERR,
+            "signal",
+        )?;
+        libc::raise(libc::SIGUSR1);
+    }
+    check(
+        IN_HANDLER.load(Ordering::SeqCst) == ANSWER as usize,
+        "getppid in the handler",
+    )?;
+    for _ in 0..1000 {
+        // SAFETY: as above.
+        unsafe { libc::raise(libc::SIGUSR1) };
+    }
+    check(getppid() == ANSWER, "after 1000 handler returns")
+}
+
+extern "C" fn on_sigsys(_: i32) {}
+
+fn sigsys_stays_interceptions_own() -> Result<(), String> {
+    // SAFETY: sigset and signal calls on this thread's own mask and table.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        check(
+            libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut()) == 0,
+            "block all",
+        )?;
+        check(getppid() == ANSWER, "getppid with every signal blocked")?;
+        check(
+            libc::signal(libc::SIGSYS, on_sigsys as *const () as usize) != libc::SIG_ERR,
+            "take SIGSYS",
+        )?;
+        check(getppid() == ANSWER, "getppid after taking SIGSYS")?;
+        libc::sigprocmask(libc::SIG_UNBLOCK, &all, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+fn check(ok: bool, what: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: not as expected"))
+    }
+}
+
+fn wait_for(pid: i32) -> Result<i32, String> {
+    let mut status = 0;
+    // SAFETY: waits for this process's own child.
+    if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    if libc::WIFEXITED(status) {
+        Ok(libc::WEXITSTATUS(status))
+    } else {
+        Err(format!("killed by signal {}", libc::WTERMSIG(status)))
+    }
+}
+
+type Case = fn() -> Result<(), String>;
+
+fn main() {
+    let cases: &[(&str, Case)] = &[
+        (
+            "libc_and_raw_system_calls_are_answered_by_the_hook",
+            libc_and_raw_system_calls_are_answered_by_the_hook,
+        ),
+        (
+            "calls_the_hook_passes_run_as_made",
+            calls_the_hook_passes_run_as_made,
+        ),
+        (
+            "threads_started_after_install_are_hooked",
+            threads_started_after_install_are_hooked,
+        ),
+        (
+            "forked_and_spawned_children_are_hooked",
+            forked_and_spawned_children_are_hooked,
+        ),
+        (
+            "application_signal_handlers_are_hooked_and_return",
+            application_signal_handlers_are_hooked_and_return,
+        ),
+        (
+            "sigsys_stays_interceptions_own",
+            sigsys_stays_interceptions_own,
+        ),
+    ];
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let mut failed = 0;
+    for (name, case) in cases {
+        if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            continue;
+        }
+        // SAFETY: this harness is single-threaded; the child runs the case
+        // and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: a hung case is ended by the alarm, not the suite.
+            unsafe { libc::alarm(30) };
+            let code = match intercept::install(hook)
+                .map_err(|e| e.to_string())
+                .and_then(|()| case())
+            {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("{name}: {e}");
+                    1
+                }
+            };
+            // SAFETY: ends the child here.
+            unsafe { libc::_exit(code) };
+        }
+        match wait_for(pid) {
+            Ok(0) => println!("test {name} ... ok"),
+            other => {
+                failed += 1;
+                println!("test {name} ... FAILED ({other:?})");
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("{failed} failed");
+        std::process::exit(1);
+    }
+}
