@@ -168,12 +168,19 @@ try:
 except Woken:
     print("read interrupted")
 print(open(f"{at}/from-handler").read().strip())
+# A child started with its output in the mount (posix_spawn or vfork):
+# it writes through the shared offset, the parent's table stays its own.
+import subprocess
+with open(f"{at}/spawned", "w") as f:
+    subprocess.run(["echo", "from child"], stdout=f, check=True)
+    f.write("parent\n")
+print(open(f"{at}/spawned").read().strip().replace("\n", " + "))
 "#;
     let fs = format!("stackfs:{}", src.display());
     let out = direct(&fs, &at, &["python3", "-c", program, at.to_str().unwrap()]);
     assert_eq!(
         text(&out),
-        "status Some(0)\n1600\nchild was here\nread interrupted\nhandler ran\n",
+        "status Some(0)\n1600\nchild was here\nread interrupted\nhandler ran\nfrom child + parent\n",
     );
     assert_eq!(
         std::fs::read_to_string(src.join("from-handler")).unwrap(),

@@ -16,11 +16,13 @@
 //! sites into direct calls (zpoline's approach) is the planned fast path
 //! on top, with this layer catching whatever is not rewritten.
 //!
-//! The hook runs in a signal handler on the calling thread, with every
-//! other signal held until it returns: it may make system calls (they are
-//! not hooked again), but the interrupted code may hold libc's locks (a
-//! `malloc` making an `mmap`), so a hook should decide from the call
-//! number alone before it allocates.
+//! The hook runs in a signal handler on the calling thread, with the
+//! application's signal mask: it may make system calls (they are not hooked
+//! again), but the interrupted code may hold libc's locks (a `malloc`
+//! making an `mmap`), so a hook should decide from the call number alone
+//! before it allocates. A signal that arrives while the hook itself runs
+//! has its handler run unhooked (DESIGN.md); one that arrives while a
+//! passed-on call blocks is hooked as usual.
 
 use thiserror::Error;
 
@@ -62,6 +64,13 @@ pub enum InterceptError {
 /// threads and children it creates from now on) with `hook`.
 pub fn install(hook: Hook) -> Result<(), InterceptError> {
     sud::install(hook)
+}
+
+/// Run `f` in each child that gets its own copy of this process's memory
+/// (fork, vfork) before its code goes on; children that share the memory
+/// (a CLONE_VM clone: posix_spawn's) do not run it.
+pub fn after_fork(f: fn()) {
+    sud::after_fork(f)
 }
 
 /// Stop intercepting the calling thread's system calls.

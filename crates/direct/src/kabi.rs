@@ -44,7 +44,7 @@ const STATX_BASIC_STATS: u32 = 0x7ff;
 
 pub(crate) fn stat_of(a: &FileAttr) -> Stat {
     Stat {
-        dev: u64::from(VIRTUAL_DEV_MINOR),
+        dev: libc::makedev(0, VIRTUAL_DEV_MINOR),
         ino: a.ino,
         nlink: u64::from(a.nlink),
         mode: a.mode,

@@ -45,6 +45,11 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
     if MOUNT.set(mount).is_err() {
         return Err(InterceptError::AlreadyInstalled);
     }
+    intercept::after_fork(|| {
+        if let Some(m) = MOUNT.get() {
+            m.forked_child();
+        }
+    });
     intercept::install(hook)
 }
 
@@ -71,7 +76,7 @@ fn exec(m: &VirtualMount, call: &Syscall, envp_arg: usize) -> Action {
         } else if name == b"LD_PRELOAD" {
             // Theirs, kept after ours unless it is ours already.
             let (_, mine) = &carried[2];
-            let theirs = &var[name.len() + 1..];
+            let theirs = var.get(name.len() + 1..).unwrap_or_default();
             if theirs != mine.as_slice() {
                 let mut v = b"LD_PRELOAD=".to_vec();
                 v.extend_from_slice(mine);
@@ -204,7 +209,8 @@ fn hook(call: &Syscall) -> Action {
             } else {
                 (a[3] as i32, a[2])
             };
-            let empty = appmem::c_str(a[1]).is_some_and(<[u8]>::is_empty);
+            // statx also takes a NULL path with AT_EMPTY_PATH (Linux 6.11).
+            let empty = a[1] == 0 || appmem::c_str(a[1]).is_some_and(<[u8]>::is_empty);
             let attr = if empty && flags & AT_EMPTY_PATH != 0 {
                 match m.file(fd_arg(a[0])) {
                     Some(f) => m.fstat(&f),
@@ -329,11 +335,36 @@ fn hook(call: &Syscall) -> Action {
             Some(f) => answer(m.lock(&f, call.nr, a)),
             None => Action::Pass,
         },
+        SYS_close_range => {
+            let ret = raw_syscall(call.nr, a);
+            if ret == 0 && a[2] as u32 & CLOSE_RANGE_CLOEXEC == 0 {
+                m.closed_range(a[0] as u32, a[1] as u32);
+            }
+            Action::Return(ret)
+        }
+        SYS_sendfile | SYS_splice | SYS_copy_file_range | SYS_tee => {
+            // Either end in the mount: not served yet (the kernel would
+            // move the placeholder's bytes).
+            let other = if call.nr == SYS_sendfile || call.nr == SYS_tee {
+                a[1]
+            } else {
+                a[2]
+            };
+            if m.file(fd_arg(a[0])).is_some() || m.file(fd_arg(other)).is_some() {
+                answer(Err(ENOSYS))
+            } else {
+                Action::Pass
+            }
+        }
         SYS_dup => duplicate(m, call, fd_arg(a[0]), None),
         SYS_dup2 | SYS_dup3 => duplicate(m, call, fd_arg(a[0]), Some(fd_arg(a[1]))),
         SYS_fcntl => match (m.file(fd_arg(a[0])), a[1] as i32) {
             (Some(_), F_DUPFD | F_DUPFD_CLOEXEC) => duplicate(m, call, fd_arg(a[0]), None),
             (Some(f), F_GETFL) => answer(Ok(i64::from(f_getfl(&f)))),
+            (Some(f), F_SETFL) => {
+                f.set_flags(a[2] as i32);
+                answer(Ok(0))
+            }
             (Some(_), F_SETFD | F_GETFD) => Action::Pass,
             (Some(f), F_SETLK | F_SETLKW | F_GETLK | F_OFD_SETLK | F_OFD_SETLKW | F_OFD_GETLK) => {
                 answer(m.lock(&f, call.nr, a))
@@ -492,8 +523,7 @@ fn hook(call: &Syscall) -> Action {
             }
             None => Action::Pass,
         },
-        SYS_fstatfs | SYS_fallocate | SYS_sendfile | SYS_splice | SYS_copy_file_range
-        | SYS_ioctl => match m.file(fd_arg(a[0])) {
+        SYS_fstatfs | SYS_fallocate | SYS_ioctl => match m.file(fd_arg(a[0])) {
             Some(_) => answer(Err(ENOSYS)),
             None => Action::Pass,
         },

@@ -271,13 +271,19 @@ extern "C" fn on_sigsys(_: i32, info: *mut libc::siginfo_t, context: *mut c_void
     let before = unsafe { selector().read_volatile() };
     set_selector(SELECTOR_ALLOW);
     // SAFETY: the kernel passes a valid siginfo and ucontext to an
-    // SA_SIGINFO handler, both ours for the handler's duration.
-    let (code, call_addr, gregs) = unsafe {
-        let uc = &mut *(context as *mut libc::ucontext_t);
+    // SA_SIGINFO handler, both ours for the handler's duration; the three
+    // borrows of the ucontext are of disjoint fields.
+    let (code, call_addr, frame) = unsafe {
+        let uc = context as *mut libc::ucontext_t;
         (
             (*info).si_code,
             (*info).si_addr() as usize,
-            &mut uc.uc_mcontext.gregs,
+            Frame {
+                gregs: &mut (*uc).uc_mcontext.gregs,
+                // The kernel's sigset is the first 64 bits of glibc's.
+                mask: &mut *std::ptr::addr_of_mut!((*uc).uc_sigmask).cast::<u64>(),
+                stack: &mut (*uc).uc_stack,
+            },
         )
     };
     if code != SYS_USER_DISPATCH {
@@ -285,28 +291,32 @@ extern "C" fn on_sigsys(_: i32, info: *mut libc::siginfo_t, context: *mut c_void
         set_selector(before);
         return;
     }
+    let g = &frame.gregs;
     let call = Syscall {
-        nr: gregs[libc::REG_RAX as usize],
+        nr: g[libc::REG_RAX as usize],
         args: [
-            gregs[libc::REG_RDI as usize] as u64,
-            gregs[libc::REG_RSI as usize] as u64,
-            gregs[libc::REG_RDX as usize] as u64,
-            gregs[libc::REG_R10 as usize] as u64,
-            gregs[libc::REG_R8 as usize] as u64,
-            gregs[libc::REG_R9 as usize] as u64,
+            g[libc::REG_RDI as usize] as u64,
+            g[libc::REG_RSI as usize] as u64,
+            g[libc::REG_RDX as usize] as u64,
+            g[libc::REG_R10 as usize] as u64,
+            g[libc::REG_R8 as usize] as u64,
+            g[libc::REG_R9 as usize] as u64,
         ],
         call_addr,
     };
-    // SAFETY: as above; the mask the kernel restores at the handler's return.
-    let app_mask = unsafe {
-        let uc = &*(context as *const libc::ucontext_t);
-        std::ptr::addr_of!(uc.uc_sigmask)
-            .cast::<u64>()
-            .read_unaligned()
-    };
-    let ret = dispatch(&call, gregs, app_mask);
-    gregs[libc::REG_RAX as usize] = ret;
+    let mut frame = frame;
+    let ret = dispatch(&call, &mut frame);
+    frame.gregs[libc::REG_RAX as usize] = ret;
     set_selector(before);
+}
+
+/// What the handler's return (rt_sigreturn) restores: the application's
+/// registers, signal mask and alternate signal stack. Calls that change the
+/// last two are made here, on the frame, or rt_sigreturn would undo them.
+struct Frame<'a> {
+    gregs: &'a mut [i64; 23],
+    mask: &'a mut u64,
+    stack: &'a mut libc::stack_t,
 }
 
 /// Make the application's call for it. The gate is shut first: a signal
@@ -329,8 +339,10 @@ fn without_sigsys(addr: u64, copy: &mut u64) -> u64 {
 }
 
 /// Calls interception itself has to handle, then the hook.
-fn dispatch(call: &Syscall, gregs: &mut [i64; 23], app_mask: u64) -> i64 {
+fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
     let a = call.args;
+    let gregs = &mut *frame.gregs;
+    let app_mask = *frame.mask;
     match call.nr {
         libc::SYS_rt_sigreturn => {
             // An application's signal handler returning through libc's
@@ -353,24 +365,59 @@ fn dispatch(call: &Syscall, gregs: &mut [i64; 23], app_mask: u64) -> i64 {
             }
             0
         }
-        libc::SYS_rt_sigprocmask
-        | libc::SYS_rt_sigsuspend
+        libc::SYS_rt_sigprocmask => {
+            // On the frame: the mask in force when the handler returns.
+            if a[3] != 8 {
+                return -(libc::EINVAL as i64);
+            }
+            let old = *frame.mask;
+            if a[1] != 0 {
+                // SAFETY: the application passed a readable sigset here.
+                let set = unsafe { (a[1] as *const u64).read_unaligned() };
+                let unblockable = SIGSYS_BIT | 1 << (libc::SIGKILL - 1) | 1 << (libc::SIGSTOP - 1);
+                *frame.mask = match a[0] as i32 {
+                    libc::SIG_BLOCK => old | set,
+                    libc::SIG_UNBLOCK => old & !set,
+                    libc::SIG_SETMASK => set,
+                    _ => return -(libc::EINVAL as i64),
+                } & !unblockable;
+            }
+            if a[2] != 0 {
+                // SAFETY: the application passed a writable sigset here.
+                unsafe { (a[2] as *mut u64).write_unaligned(old) };
+            }
+            0
+        }
+        libc::SYS_sigaltstack => {
+            let ret = pass_on(call.nr, a);
+            if ret == 0 && a[0] != 0 {
+                // What is in force now goes on the frame too.
+                let mut now: libc::stack_t = libc::stack_t {
+                    ss_sp: std::ptr::null_mut(),
+                    ss_flags: 0,
+                    ss_size: 0,
+                };
+                raw_syscall(
+                    libc::SYS_sigaltstack,
+                    [0, &mut now as *mut _ as u64, 0, 0, 0, 0],
+                );
+                *frame.stack = now;
+            }
+            ret
+        }
+        libc::SYS_rt_sigsuspend
         | libc::SYS_ppoll
         | libc::SYS_epoll_pwait
         | libc::SYS_epoll_pwait2 => {
             // The signal mask argument (blocked set or temporary mask).
             let at = match call.nr {
-                libc::SYS_rt_sigprocmask if a[0] == libc::SIG_UNBLOCK as u64 => None,
-                libc::SYS_rt_sigprocmask => Some(1),
-                libc::SYS_rt_sigsuspend => Some(0),
-                libc::SYS_ppoll => Some(3),
-                _ => Some(4),
+                libc::SYS_rt_sigsuspend => 0,
+                libc::SYS_ppoll => 3,
+                _ => 4,
             };
             let mut args = a;
             let mut copy = 0;
-            if let Some(i) = at {
-                args[i] = without_sigsys(a[i], &mut copy);
-            }
+            args[at] = without_sigsys(a[at], &mut copy);
             pass_on(call.nr, args)
         }
         libc::SYS_pselect6 if a[5] != 0 => {
@@ -407,12 +454,24 @@ fn dispatch(call: &Syscall, gregs: &mut [i64; 23], app_mask: u64) -> i64 {
     }
 }
 
-/// After a fork-like clone: the child starts with dispatch off.
+/// After a fork-like clone: the child starts with dispatch off, and gets
+/// memory of its own (the hook's `after_fork` hears of it).
 fn forked(ret: i64) -> i64 {
     if ret == 0 {
         let _ = arm_current_thread();
+        if let Some(f) = AFTER_FORK.get() {
+            f();
+        }
     }
     ret
+}
+
+static AFTER_FORK: OnceLock<fn()> = OnceLock::new();
+
+/// Run `f` in every child that gets a copy of this process's memory
+/// (fork, vfork), before the child's code goes on.
+pub(crate) fn after_fork(f: fn()) {
+    let _ = AFTER_FORK.set(f);
 }
 
 fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {

@@ -27,8 +27,9 @@ use crate::intercept::raw_syscall;
 pub(crate) type SysResult = Result<i64, i32>;
 
 const MAX_SYMLINKS: usize = 40;
-/// The start of a placeholder's record (see `install_file`).
-const PLACEHOLDER_MAGIC: &[u8] = b"fusebox-direct open file v1\n";
+/// The start of a placeholder's record (see `install_file`): then the open
+/// flags (4 bytes), whether a directory (1), the inode number (8), the path.
+const PLACEHOLDER_MAGIC: &[u8] = b"fusebox-direct open file v2\n";
 const IO_CHUNK: usize = 1 << 20;
 
 fn err(e: Errno) -> i32 {
@@ -45,7 +46,8 @@ pub(crate) struct OpenFile {
     fs: Arc<dyn Filesystem>,
     node: NodeId,
     fh: FileHandle,
-    flags: i32,
+    /// Open flags; F_SETFL changes some.
+    flags: std::sync::atomic::AtomicI32,
     dir: bool,
     /// The path it was opened by, inside the mount (for fchdir and
     /// relative lookups from it).
@@ -82,7 +84,18 @@ fn set_offset(fd: i32, offset: u64) {
 
 impl OpenFile {
     pub(crate) fn flags(&self) -> i32 {
-        self.flags
+        self.flags.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// fcntl(F_SETFL): the flags Linux lets change.
+    pub(crate) fn set_flags(&self, asked: i32) {
+        let settable =
+            libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
+        let old = self.flags();
+        self.flags.store(
+            (old & !settable) | (asked & settable),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 }
 
@@ -91,7 +104,7 @@ impl Drop for OpenFile {
         let ctx = Ctx::internal();
         let release = Release {
             fh: self.fh,
-            flags: self.flags,
+            flags: self.flags(),
             flush: false,
             flock_unlock: false,
             lock_owner: 0,
@@ -183,6 +196,16 @@ struct State {
     /// The kernel's working directory (relative paths from it may lead
     /// into the mount).
     real_cwd: Vec<u8>,
+    /// The process this table belongs to. A child that shares the memory
+    /// but not the descriptors (posix_spawn's CLONE_VM clone) must not
+    /// change it: its descriptors are its own.
+    owner: u32,
+}
+
+impl State {
+    fn shared_child(&self) -> bool {
+        std::process::id() != self.owner
+    }
 }
 
 /// Where a path argument points.
@@ -204,6 +227,7 @@ impl VirtualMount {
             fs,
             state: Mutex::new(State {
                 real_cwd: kernel_cwd(),
+                owner: std::process::id(),
                 ..State::default()
             }),
         }
@@ -272,6 +296,9 @@ impl VirtualMount {
     /// The kernel's working directory changed (a chdir it served).
     pub(crate) fn kernel_cwd_changed(&self) {
         let mut st = self.state();
+        if st.shared_child() {
+            return;
+        }
         st.cwd = None;
         st.real_cwd = kernel_cwd();
     }
@@ -410,14 +437,15 @@ impl VirtualMount {
         }
     }
 
-    fn install_file(&self, file: OpenFile) -> SysResult {
-        let cloexec = file.flags & libc::O_CLOEXEC != 0;
+    fn install_file(&self, file: OpenFile, ino: u64) -> SysResult {
+        let cloexec = file.flags() & libc::O_CLOEXEC != 0;
         let fd = Self::placeholder(cloexec)?;
         // Who this descriptor is, for a program this one executes: it
         // inherits the descriptor and finds the file again from this.
         let mut identity = PLACEHOLDER_MAGIC.to_vec();
-        identity.extend_from_slice(&file.flags.to_le_bytes());
+        identity.extend_from_slice(&file.flags().to_le_bytes());
         identity.push(u8::from(file.dir));
+        identity.extend_from_slice(&ino.to_le_bytes());
         identity.extend_from_slice(&file.path);
         raw_syscall(
             libc::SYS_pwrite64,
@@ -430,7 +458,10 @@ impl VirtualMount {
                 0,
             ],
         );
-        self.state().files.insert(fd, Arc::new(file));
+        let mut st = self.state();
+        if !st.shared_child() {
+            st.files.insert(fd, Arc::new(file));
+        }
         Ok(i64::from(fd))
     }
 
@@ -457,7 +488,7 @@ impl VirtualMount {
             {
                 continue;
             }
-            let mut record = vec![0u8; 4096 + PLACEHOLDER_MAGIC.len() + 5];
+            let mut record = vec![0u8; 4096 + PLACEHOLDER_MAGIC.len() + 13];
             let n = raw_syscall(
                 libc::SYS_pread64,
                 [
@@ -469,15 +500,22 @@ impl VirtualMount {
                     0,
                 ],
             );
-            let head = PLACEHOLDER_MAGIC.len() + 5;
+            let head = PLACEHOLDER_MAGIC.len() + 13;
             if n < head as i64 || !record.starts_with(PLACEHOLDER_MAGIC) {
                 continue;
             }
             record.truncate(n as usize);
             let at = PLACEHOLDER_MAGIC.len();
             let flags = i32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
+            let ino = u64::from_le_bytes(record[at + 5..at + 13].try_into().expect("8 bytes"));
             let path = record[head..].to_vec();
-            let reopened = self.reopen(&path, flags, record[at + 4] != 0);
+            // The same file, not another one renamed over its name since.
+            let reopened = self
+                .reopen(&path, flags, record[at + 4] != 0)
+                .and_then(|f| match self.fstat(&f) {
+                    Ok(attr) if attr.ino == ino => Ok(f),
+                    _ => Err(libc::ESTALE),
+                });
             match reopened {
                 Ok(file) => {
                     self.state().files.insert(fd, Arc::new(file));
@@ -515,7 +553,7 @@ impl VirtualMount {
             fs: self.fs.clone(),
             node,
             fh: opened.fh,
-            flags,
+            flags: flags.into(),
             dir,
             path: r.path,
             position: Default::default(),
@@ -657,7 +695,10 @@ impl VirtualMount {
     pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
         let ctx = Self::ctx();
         let mut looked = self.looked();
-        let follow = flags & libc::O_NOFOLLOW == 0;
+        // O_CREAT|O_EXCL never follows a symlink at the end: it fails on
+        // the link, as the kernel's does (the temp-file attack).
+        let excl = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
+        let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
         let r = self.resolve(path, follow, &mut looked)?;
         let open_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_CLOEXEC);
         let (node, attr, opened) = match r.node {
@@ -692,16 +733,19 @@ impl VirtualMount {
                             .map_err(err)?
                     };
                     looked.keep(node);
-                    return self.install_file(OpenFile {
-                        fs: self.fs.clone(),
-                        node,
-                        fh: opened.fh,
-                        flags,
-                        dir: is_dir && flags & libc::O_PATH == 0,
-                        path: r.path,
-                        position: Default::default(),
-                        lock_fd: Default::default(),
-                    });
+                    return self.install_file(
+                        OpenFile {
+                            fs: self.fs.clone(),
+                            node,
+                            fh: opened.fh,
+                            flags: flags.into(),
+                            dir: is_dir && flags & libc::O_PATH == 0,
+                            path: r.path,
+                            position: Default::default(),
+                            lock_fd: Default::default(),
+                        },
+                        attr.ino,
+                    );
                 }
                 if flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY {
                     let truncate = SetAttr {
@@ -741,32 +785,68 @@ impl VirtualMount {
             }
             None => return Err(libc::ENOENT),
         };
-        let _ = attr;
         looked.keep(node);
-        self.install_file(OpenFile {
-            fs: self.fs.clone(),
-            node,
-            fh: opened.fh,
-            flags,
-            dir: false,
-            path: r.path,
-            position: Default::default(),
-            lock_fd: Default::default(),
-        })
+        self.install_file(
+            OpenFile {
+                fs: self.fs.clone(),
+                node,
+                fh: opened.fh,
+                flags: flags.into(),
+                dir: false,
+                path: r.path,
+                position: Default::default(),
+                lock_fd: Default::default(),
+            },
+            attr.ino,
+        )
+    }
+
+    /// This process was forked: the table copy is its own.
+    pub(crate) fn forked_child(&self) {
+        self.state().owner = std::process::id();
     }
 
     /// close(2) of a descriptor in the table.
     pub(crate) fn close(&self, fd: i32) -> Option<SysResult> {
-        let file = self.state().files.remove(&fd)?;
+        let file = {
+            let mut st = self.state();
+            if st.shared_child() {
+                st.files.get(&fd)?;
+                None
+            } else {
+                Some(st.files.remove(&fd)?)
+            }
+        };
         let ret = raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         drop(file);
         Some(if ret < 0 { Err(-ret as i32) } else { Ok(0) })
+    }
+
+    /// close_range(2) closed `first..=last`.
+    pub(crate) fn closed_range(&self, first: u32, last: u32) {
+        let gone: Vec<Arc<OpenFile>> = {
+            let mut st = self.state();
+            if st.shared_child() {
+                return;
+            }
+            let fds: Vec<i32> = st
+                .files
+                .keys()
+                .copied()
+                .filter(|&fd| (first..=last).contains(&(fd as u32)))
+                .collect();
+            fds.iter().filter_map(|fd| st.files.remove(fd)).collect()
+        };
+        drop(gone);
     }
 
     /// The kernel made `new` a copy of `old` (dup, dup2, dup3, F_DUPFD):
     /// the table follows.
     pub(crate) fn duplicated(&self, old: i32, new: i32) {
         let mut st = self.state();
+        if st.shared_child() {
+            return;
+        }
         match st.files.get(&old).cloned() {
             Some(f) => {
                 st.files.insert(new, f);
@@ -787,7 +867,7 @@ impl VirtualMount {
         if file.dir {
             return Err(libc::EISDIR);
         }
-        if file.flags & libc::O_ACCMODE == libc::O_WRONLY || file.flags & libc::O_PATH != 0 {
+        if file.flags() & libc::O_ACCMODE == libc::O_WRONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
         let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
@@ -801,7 +881,7 @@ impl VirtualMount {
                 fh: file.fh,
                 offset: start + done as u64,
                 size: want as u32,
-                flags: file.flags,
+                flags: file.flags(),
                 lock_owner: None,
             };
             if let Err(e) = file.fs.read(&ctx, file.node, &args, &mut out) {
@@ -833,14 +913,14 @@ impl VirtualMount {
         if file.dir {
             return Err(libc::EISDIR);
         }
-        if file.flags & libc::O_ACCMODE == libc::O_RDONLY || file.flags & libc::O_PATH != 0 {
+        if file.flags() & libc::O_ACCMODE == libc::O_RDONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
         let ctx = Self::ctx();
         let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         let start = match at {
             Some(off) => off,
-            None if file.flags & libc::O_APPEND != 0 => {
+            None if file.flags() & libc::O_APPEND != 0 => {
                 file.fs
                     .getattr(&ctx, file.node, Some(file.fh))
                     .map_err(err)?
@@ -856,7 +936,7 @@ impl VirtualMount {
                 fh: file.fh,
                 offset: start + done as u64,
                 data: chunk,
-                flags: file.flags,
+                flags: file.flags(),
                 lock_owner: None,
                 from_cache: false,
                 kill_suidgid: false,
@@ -915,7 +995,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn fstat(&self, file: &OpenFile) -> Result<FileAttr, i32> {
-        let fh = (!file.dir && file.flags & libc::O_PATH == 0).then_some(file.fh);
+        let fh = (!file.dir && file.flags() & libc::O_PATH == 0).then_some(file.fh);
         Ok(self
             .fs
             .getattr(&Self::ctx(), file.node, fh)
@@ -967,7 +1047,7 @@ impl VirtualMount {
             fh: file.fh,
             offset: pos.dir_cookie,
             size: 32 << 10,
-            flags: file.flags,
+            flags: file.flags(),
             lock_owner: None,
         };
         self.fs
@@ -1104,7 +1184,7 @@ impl VirtualMount {
         let mut looked = self.looked();
         let (node, fh) = match (path, file) {
             (_, Some(f)) => {
-                if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
+                if f.flags() & libc::O_ACCMODE == libc::O_RDONLY {
                     return Err(libc::EINVAL);
                 }
                 (f.node, Some(f.fh))
@@ -1147,15 +1227,24 @@ impl VirtualMount {
         if attr.mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(libc::ENOTDIR);
         }
-        self.state().cwd = Some(r.path);
+        let mut st = self.state();
+        if st.shared_child() {
+            // posix_spawn's chdir action into the mount: not yet.
+            return Err(libc::ENOSYS);
+        }
+        st.cwd = Some(r.path);
         Ok(0)
     }
 
     pub(crate) fn fchdir(&self, file: &OpenFile) -> SysResult {
-        if !file.dir && file.flags & libc::O_PATH == 0 {
+        if !file.dir && file.flags() & libc::O_PATH == 0 {
             return Err(libc::ENOTDIR);
         }
-        self.state().cwd = Some(file.path.clone());
+        let mut st = self.state();
+        if st.shared_child() {
+            return Err(libc::ENOSYS);
+        }
+        st.cwd = Some(file.path.clone());
         Ok(0)
     }
 
@@ -1195,7 +1284,7 @@ impl VirtualMount {
         let mut looked = self.looked();
         match target {
             Target::File(f) => {
-                let fh = (!f.dir && f.flags & libc::O_PATH == 0).then_some(f.fh);
+                let fh = (!f.dir && f.flags() & libc::O_PATH == 0).then_some(f.fh);
                 Ok((f.node, fh, looked))
             }
             Target::Path(p, follow) => {

@@ -161,6 +161,66 @@ fn sigsys_stays_interceptions_own() -> Result<(), String> {
     Ok(())
 }
 
+static USR2: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_usr2(_: i32) {
+    USR2.fetch_add(1, Ordering::SeqCst);
+}
+
+fn signal_masks_and_alternate_stacks_the_application_sets_hold() -> Result<(), String> {
+    // SAFETY: mask, pending-set and sigaltstack calls on this thread's own
+    // state; the alternate stack is leaked, so it outlives its use.
+    unsafe {
+        check(
+            libc::signal(libc::SIGUSR2, on_usr2 as *const () as usize) != libc::SIG_ERR,
+            "signal",
+        )?;
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
+        check(
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0,
+            "block",
+        )?;
+        let mut now: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+        check(
+            libc::sigismember(&now, libc::SIGUSR2) == 1,
+            "SIGUSR2 blocked after the call",
+        )?;
+        libc::raise(libc::SIGUSR2);
+        check(
+            USR2.load(Ordering::SeqCst) == 0,
+            "blocked signal not delivered",
+        )?;
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending);
+        check(
+            libc::sigismember(&pending, libc::SIGUSR2) == 1,
+            "SIGUSR2 pending",
+        )?;
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        check(USR2.load(Ordering::SeqCst) == 1, "delivered once unblocked")?;
+        let stack = vec![0u8; 64 << 10].leak();
+        let alt = libc::stack_t {
+            ss_sp: stack.as_mut_ptr().cast(),
+            ss_flags: 0,
+            ss_size: stack.len(),
+        };
+        check(
+            libc::sigaltstack(&alt, std::ptr::null_mut()) == 0,
+            "sigaltstack",
+        )?;
+        let mut cur: libc::stack_t = std::mem::zeroed();
+        libc::sigaltstack(std::ptr::null(), &mut cur);
+        check(
+            cur.ss_sp == alt.ss_sp && cur.ss_size == alt.ss_size,
+            "alternate stack kept",
+        )?;
+    }
+    Ok(())
+}
+
 fn check(ok: bool, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
@@ -209,6 +269,10 @@ fn main() {
         (
             "sigsys_stays_interceptions_own",
             sigsys_stays_interceptions_own,
+        ),
+        (
+            "signal_masks_and_alternate_stacks_the_application_sets_hold",
+            signal_masks_and_alternate_stacks_the_application_sets_hold,
         ),
     ];
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
