@@ -1,49 +1,190 @@
 //! The application's memory, as system call arguments point into it.
 //!
 //! A hooked call hands us raw addresses (a path, a buffer, a struct stat to
-//! fill), exactly as the kernel would get them. The kernel checks them with
-//! copy_from_user and answers EFAULT for a bad one; we cannot, so we rely
-//! on what the kernel would have relied on too: the calling thread is
-//! blocked in its system call (in our SIGSYS handler), so the memory it
-//! passed is its own and alive for the call's duration. A bad pointer
-//! faults here as it would have made the kernel return EFAULT: the
-//! difference (a crash instead of an error) is listed in DESIGN.md.
+//! fill), as the kernel would get them, and the kernel answers EFAULT for
+//! one that is not mapped (pjdfstest checks). So nothing here dereferences
+//! them: every access is a copy by process_vm_readv/process_vm_writev on
+//! this process, which fails with EFAULT where the kernel's copy would.
+//! The one exception, `fresh_mut`, is memory this layer has just mapped.
 
 #![allow(unsafe_code)]
 
 use zerocopy::{Immutable, IntoBytes};
 
-/// The NUL-terminated string at `addr` (a path argument), without the NUL;
-/// None for a null pointer.
-pub(crate) fn c_str<'a>(addr: u64) -> Option<&'a [u8]> {
+use crate::intercept::raw_syscall;
+
+const PAGE: u64 = 4096;
+/// PATH_MAX, with its NUL.
+const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// Copy `into.len()` bytes from the application's `addr`.
+pub(crate) fn read(addr: u64, into: &mut [u8]) -> Result<(), i32> {
+    if into.is_empty() {
+        return Ok(());
+    }
+    let local = libc::iovec {
+        iov_base: into.as_mut_ptr().cast(),
+        iov_len: into.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: into.len(),
+    };
+    let n = raw_syscall(
+        libc::SYS_process_vm_readv,
+        [
+            std::process::id() as u64,
+            &local as *const _ as u64,
+            1,
+            &remote as *const _ as u64,
+            1,
+            0,
+        ],
+    );
+    if n == into.len() as i64 {
+        Ok(())
+    } else {
+        Err(libc::EFAULT)
+    }
+}
+
+/// Copy `data` to the application's `addr`.
+pub(crate) fn write(addr: u64, data: &[u8]) -> Result<(), i32> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let n = raw_syscall(
+        libc::SYS_process_vm_writev,
+        [
+            std::process::id() as u64,
+            &local as *const _ as u64,
+            1,
+            &remote as *const _ as u64,
+            1,
+            0,
+        ],
+    );
+    if n == data.len() as i64 {
+        Ok(())
+    } else {
+        Err(libc::EFAULT)
+    }
+}
+
+/// A path argument, copied onto the stack (no allocation: the call may
+/// come from inside libc's allocator).
+pub(crate) struct CPath {
+    buf: [u8; PATH_MAX],
+    len: usize,
+}
+
+impl std::ops::Deref for CPath {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The NUL-terminated string at `addr`. None for a null pointer, one that
+/// cannot be read or one longer than PATH_MAX: the call then goes to the
+/// kernel, which answers EFAULT or ENAMETOOLONG itself.
+pub(crate) fn c_str(addr: u64) -> Option<CPath> {
     if addr == 0 {
         return None;
     }
-    // SAFETY: see the module comment: the caller passed a C string here and
-    // is blocked in its call while we read it.
-    Some(unsafe { std::ffi::CStr::from_ptr(addr as *const libc::c_char) }.to_bytes())
+    let mut path = CPath {
+        buf: [0; PATH_MAX],
+        len: 0,
+    };
+    let mut at = addr;
+    while path.len < PATH_MAX {
+        // Up to the end of this page: the next one may not be mapped.
+        let room = ((PAGE - at % PAGE) as usize).min(PATH_MAX - path.len);
+        read(at, &mut path.buf[path.len..path.len + room]).ok()?;
+        if let Some(nul) = path.buf[path.len..path.len + room]
+            .iter()
+            .position(|&c| c == 0)
+        {
+            path.len += nul;
+            return Some(path);
+        }
+        path.len += room;
+        at += room as u64;
+    }
+    None
+}
+
+/// A NUL-terminated string of up to `max` bytes (an environment entry),
+/// copied to the heap; None if it cannot be read or is longer.
+pub(crate) fn c_string(addr: u64, max: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        let room = (PAGE - at % PAGE) as usize;
+        let start = out.len();
+        out.resize(start + room, 0);
+        read(at, &mut out[start..]).ok()?;
+        if let Some(nul) = out[start..].iter().position(|&c| c == 0) {
+            out.truncate(start + nul);
+            return Some(out);
+        }
+        at += room as u64;
+    }
+    None
 }
 
 /// `len` bytes the application passed to be read (write(2)'s buffer).
-pub(crate) fn bytes<'a>(addr: u64, len: usize) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: as above, for a buffer of `len` bytes.
-    unsafe { std::slice::from_raw_parts(addr as *const u8, len) }
+pub(crate) fn bytes(addr: u64, len: usize) -> Result<Vec<u8>, i32> {
+    let mut v = vec![0; len];
+    read(addr, &mut v)?;
+    Ok(v)
 }
 
-/// `len` bytes the application passed to be filled (read(2)'s buffer).
-pub(crate) fn bytes_mut<'a>(addr: u64, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: as above, for a writable buffer of `len` bytes that nothing
-    // else touches while its owner is blocked in the call.
-    unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }
+/// A 64-bit value the application passed (a sigset, a pointer).
+pub(crate) fn get_u64(addr: u64) -> Result<u64, i32> {
+    let mut v = [0u8; 8];
+    read(addr, &mut v)?;
+    Ok(u64::from_ne_bytes(v))
 }
 
 /// Fill the struct the application passed (a struct stat, ...).
-pub(crate) fn put<T: IntoBytes + Immutable>(addr: u64, value: &T) {
-    bytes_mut(addr, size_of::<T>()).copy_from_slice(value.as_bytes());
+pub(crate) fn put<T: IntoBytes + Immutable>(addr: u64, value: &T) -> Result<(), i32> {
+    write(addr, value.as_bytes())
+}
+
+/// A buffer the application passed to be filled (read(2)'s).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UserBuf {
+    pub addr: u64,
+    pub len: usize,
+}
+
+impl UserBuf {
+    pub(crate) fn new(addr: u64, len: u64) -> UserBuf {
+        UserBuf {
+            addr,
+            len: len as usize,
+        }
+    }
+
+    /// Write `data` at `offset` into the buffer (within its length).
+    pub(crate) fn fill(&self, offset: usize, data: &[u8]) -> Result<(), i32> {
+        debug_assert!(offset + data.len() <= self.len);
+        write(self.addr + offset as u64, data)
+    }
+}
+
+/// Memory this layer has just mapped for the application (mmap's copy).
+pub(crate) fn fresh_mut<'a>(addr: u64, len: usize) -> &'a mut [u8] {
+    // SAFETY: `addr..addr+len` is an anonymous read-write mapping made by
+    // the caller a moment ago and not yet handed to the application.
+    unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }
 }

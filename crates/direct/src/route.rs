@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::appmem;
+use crate::appmem::{self, UserBuf};
 use crate::intercept::{self, raw_syscall, Action, InterceptError, Syscall};
 use crate::kabi;
 use crate::vfs::{Place, SysResult, Target, VirtualMount};
@@ -63,12 +63,17 @@ fn exec(m: &VirtualMount, call: &Syscall, envp_arg: usize) -> Action {
     let mut env: Vec<Vec<u8>> = Vec::new();
     let mut at = call.args[envp_arg];
     while at != 0 {
-        let entry = appmem::bytes(at, 8);
-        let ptr = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
+        let Ok(ptr) = appmem::get_u64(at) else {
+            return answer(Err(libc::EFAULT));
+        };
         if ptr == 0 {
             break;
         }
-        let var = appmem::c_str(ptr).unwrap_or_default();
+        // MAX_ARG_STRLEN: the kernel's limit for one entry.
+        let Some(var) = appmem::c_string(ptr, 32 * 4096) else {
+            return answer(Err(libc::EFAULT));
+        };
+        let var = var.as_slice();
         let name = var.split(|&c| c == b'=').next().unwrap_or_default();
         let ours = name == CWD_VAR.as_bytes() || carried.iter().any(|(k, _)| k == name);
         if !ours {
@@ -139,7 +144,7 @@ fn hook(call: &Syscall) -> Action {
     // Path calls: (dirfd, path) of the path argument.
     let at = |dirfd: i32, addr: u64| -> Option<Vec<u8>> {
         let path = appmem::c_str(addr)?;
-        match m.place(dirfd, path) {
+        match m.place(dirfd, &path) {
             Place::Inside(p) => Some(p),
             Place::Outside => None,
         }
@@ -167,14 +172,17 @@ fn hook(call: &Syscall) -> Action {
         SYS_read | SYS_pread64 => match m.file(fd_arg(a[0])) {
             Some(f) => {
                 let at = (call.nr == SYS_pread64).then_some(a[3]);
-                answer(m.read(fd_arg(a[0]), &f, appmem::bytes_mut(a[1], a[2] as usize), at))
+                answer(m.read(fd_arg(a[0]), &f, UserBuf::new(a[1], a[2]), at))
             }
             None => Action::Pass,
         },
         SYS_write | SYS_pwrite64 => match m.file(fd_arg(a[0])) {
             Some(f) => {
                 let at = (call.nr == SYS_pwrite64).then_some(a[3]);
-                answer(m.write(fd_arg(a[0]), &f, appmem::bytes(a[1], a[2] as usize), at))
+                answer(
+                    appmem::bytes(a[1], a[2] as usize)
+                        .and_then(|data| m.write(fd_arg(a[0]), &f, &data, at)),
+                )
             }
             None => Action::Pass,
         },
@@ -189,17 +197,19 @@ fn hook(call: &Syscall) -> Action {
             None => Action::Pass,
         },
         SYS_fstat => match m.file(fd_arg(a[0])) {
-            Some(f) => answer(m.fstat(&f).map(|attr| {
-                appmem::put(a[1], &kabi::stat_of(&attr));
-                0
-            })),
+            Some(f) => answer(
+                m.fstat(&f)
+                    .and_then(|attr| appmem::put(a[1], &kabi::stat_of(&attr)))
+                    .map(|()| 0),
+            ),
             None => Action::Pass,
         },
         SYS_stat | SYS_lstat => match at(AT_FDCWD, a[0]) {
-            Some(p) => answer(m.stat(&p, call.nr == SYS_stat).map(|attr| {
-                appmem::put(a[1], &kabi::stat_of(&attr));
-                0
-            })),
+            Some(p) => answer(
+                m.stat(&p, call.nr == SYS_stat)
+                    .and_then(|attr| appmem::put(a[1], &kabi::stat_of(&attr)))
+                    .map(|()| 0),
+            ),
             None => Action::Pass,
         },
         SYS_newfstatat | SYS_statx => {
@@ -210,7 +220,7 @@ fn hook(call: &Syscall) -> Action {
                 (a[3] as i32, a[2])
             };
             // statx also takes a NULL path with AT_EMPTY_PATH (Linux 6.11).
-            let empty = a[1] == 0 || appmem::c_str(a[1]).is_some_and(<[u8]>::is_empty);
+            let empty = a[1] == 0 || appmem::c_str(a[1]).is_some_and(|p| p.is_empty());
             let attr = if empty && flags & AT_EMPTY_PATH != 0 {
                 match m.file(fd_arg(a[0])) {
                     Some(f) => m.fstat(&f),
@@ -222,14 +232,16 @@ fn hook(call: &Syscall) -> Action {
                     None => return Action::Pass,
                 }
             };
-            answer(attr.map(|attr| {
-                if call.nr == SYS_statx {
-                    appmem::put(buf, &kabi::statx_of(&attr));
-                } else {
-                    appmem::put(buf, &kabi::stat_of(&attr));
-                }
-                0
-            }))
+            answer(
+                attr.and_then(|attr| {
+                    if call.nr == SYS_statx {
+                        appmem::put(buf, &kabi::statx_of(&attr))
+                    } else {
+                        appmem::put(buf, &kabi::stat_of(&attr))
+                    }
+                })
+                .map(|()| 0),
+            )
         }
         SYS_access | SYS_faccessat | SYS_faccessat2 => {
             let (dirfd, path, mode, flags) = match call.nr {
@@ -243,7 +255,7 @@ fn hook(call: &Syscall) -> Action {
             }
         }
         SYS_getdents64 => match m.file(fd_arg(a[0])) {
-            Some(f) => answer(m.getdents64(&f, appmem::bytes_mut(a[1], a[2] as usize))),
+            Some(f) => answer(m.getdents64(&f, UserBuf::new(a[1], a[2]))),
             None => Action::Pass,
         },
         SYS_getdents => match m.file(fd_arg(a[0])) {
@@ -292,7 +304,7 @@ fn hook(call: &Syscall) -> Action {
                 (fd_arg(a[0]), a[1], a[2], a[3])
             };
             match at(dirfd, path) {
-                Some(p) => answer(m.readlink(&p, appmem::bytes_mut(buf, size as usize))),
+                Some(p) => answer(m.readlink(&p, UserBuf::new(buf, size))),
                 None => Action::Pass,
             }
         }
@@ -303,7 +315,7 @@ fn hook(call: &Syscall) -> Action {
                 (a[0], fd_arg(a[1]), a[2])
             };
             match (at(dirfd, path), appmem::c_str(target)) {
-                (Some(p), Some(t)) => answer(m.symlink(t, &p)),
+                (Some(p), Some(t)) => answer(m.symlink(&t, &p)),
                 _ => Action::Pass,
             }
         }
@@ -327,7 +339,7 @@ fn hook(call: &Syscall) -> Action {
             Some(f) => answer(m.fchdir(&f)),
             None => kernel_chdir(m, call),
         },
-        SYS_getcwd => match m.getcwd(appmem::bytes_mut(a[0], a[1] as usize)) {
+        SYS_getcwd => match m.getcwd(UserBuf::new(a[0], a[1])) {
             Some(r) => answer(r),
             None => Action::Pass,
         },
@@ -398,23 +410,20 @@ fn hook(call: &Syscall) -> Action {
                 };
                 Target::Path(&path, follow)
             };
-            let name = || appmem::c_str(a[1]).unwrap_or_default();
+            let list = matches!(call.nr, SYS_listxattr | SYS_llistxattr | SYS_flistxattr);
+            if list {
+                return answer(m.getxattr(&target, None, UserBuf::new(a[1], a[2])));
+            }
+            let Some(name) = appmem::c_str(a[1]) else {
+                return answer(Err(EFAULT));
+            };
             answer(match call.nr {
-                SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => m.getxattr(
-                    &target,
-                    Some(name()),
-                    appmem::bytes_mut(a[2], a[3] as usize),
-                ),
-                SYS_listxattr | SYS_llistxattr | SYS_flistxattr => {
-                    m.getxattr(&target, None, appmem::bytes_mut(a[1], a[2] as usize))
+                SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
+                    m.getxattr(&target, Some(&name), UserBuf::new(a[2], a[3]))
                 }
-                SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr => m.setxattr(
-                    &target,
-                    name(),
-                    appmem::bytes(a[2], a[3] as usize),
-                    a[4] as i32,
-                ),
-                _ => m.removexattr(&target, name()),
+                SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr => appmem::bytes(a[2], a[3] as usize)
+                    .and_then(|value| m.setxattr(&target, &name, &value, a[4] as i32)),
+                _ => m.removexattr(&target, &name),
             })
         }
         SYS_chmod | SYS_fchmodat | SYS_fchmod | SYS_chown | SYS_lchown | SYS_fchownat
@@ -464,7 +473,10 @@ fn hook(call: &Syscall) -> Action {
         }
         SYS_utimensat => {
             let flags = a[3] as i32;
-            let change = utimens_change(a[2]);
+            let change = match utimens_change(a[2]) {
+                Ok(c) => c,
+                Err(e) => return answer(Err(e)),
+            };
             if a[1] == 0 {
                 // futimens(fd).
                 on_target(m, Some(fd_arg(a[0])), AT_FDCWD, 0, true, |t| {
@@ -493,21 +505,44 @@ fn hook(call: &Syscall) -> Action {
                 None => exec(m, call, envp),
             }
         }
+        SYS_mknod | SYS_mknodat => {
+            let (dirfd, path, mode, dev) = if call.nr == SYS_mknod {
+                (AT_FDCWD, a[0], a[1] as u32, a[2])
+            } else {
+                (fd_arg(a[0]), a[1], a[2] as u32, a[3])
+            };
+            match at(dirfd, path) {
+                Some(p) => answer(m.mknod(&p, mode, dev as u32)),
+                None => Action::Pass,
+            }
+        }
+        SYS_link | SYS_linkat => {
+            let (d1, p1, d2, p2, follow) = if call.nr == SYS_link {
+                (AT_FDCWD, a[0], AT_FDCWD, a[1], false)
+            } else {
+                (
+                    fd_arg(a[0]),
+                    a[1],
+                    fd_arg(a[2]),
+                    a[3],
+                    a[4] as i32 & AT_SYMLINK_FOLLOW != 0,
+                )
+            };
+            match (at(d1, p1), at(d2, p2)) {
+                (Some(from), Some(to)) => answer(m.link(&from, &to, follow)),
+                (None, None) => Action::Pass,
+                _ => answer(Err(EXDEV)),
+            }
+        }
         // Path calls on the mount not served yet.
         SYS_utime
         | SYS_utimes
         | SYS_futimesat
-        | SYS_link
-        | SYS_linkat
-        | SYS_mknod
-        | SYS_mknodat
         | SYS_statfs
         | SYS_inotify_add_watch
         | SYS_name_to_handle_at => {
             let (dirfd, path) = match call.nr {
-                SYS_futimesat | SYS_linkat | SYS_mknodat | SYS_name_to_handle_at => {
-                    (fd_arg(a[0]), a[1])
-                }
+                SYS_futimesat | SYS_name_to_handle_at => (fd_arg(a[0]), a[1]),
                 SYS_inotify_add_watch => (AT_FDCWD, a[1]),
                 _ => (AT_FDCWD, a[0]),
             };
@@ -578,16 +613,19 @@ fn vectored(m: &VirtualMount, f: &crate::vfs::OpenFile, call: &Syscall) -> Actio
         at = None;
     }
     let count = (a[2] as usize).min(1024);
-    let iov = appmem::bytes(a[1], count * 16);
+    let iov = match appmem::bytes(a[1], count * 16) {
+        Ok(iov) => iov,
+        Err(e) => return answer(Err(e)),
+    };
     let mut total = 0i64;
     for seg in iov.chunks_exact(16) {
         let base = u64::from_ne_bytes(seg[..8].try_into().expect("8 bytes"));
         let len = u64::from_ne_bytes(seg[8..].try_into().expect("8 bytes")) as usize;
         let fd = fd_arg(a[0]);
         let r = if write {
-            m.write(fd, f, appmem::bytes(base, len), at)
+            appmem::bytes(base, len).and_then(|data| m.write(fd, f, &data, at))
         } else {
-            m.read(fd, f, appmem::bytes_mut(base, len), at)
+            m.read(fd, f, UserBuf::new(base, len as u64), at)
         };
         match r {
             Ok(n) => {
@@ -625,7 +663,7 @@ fn on_target(
     let Some(p) = appmem::c_str(path) else {
         return Action::Pass;
     };
-    match m.place(dirfd, p) {
+    match m.place(dirfd, &p) {
         Place::Inside(p) => answer(op(&Target::Path(&p, follow))),
         Place::Outside => Action::Pass,
     }
@@ -642,14 +680,14 @@ fn owner(uid: u64, gid: u64) -> SetAttr {
 }
 
 /// utimensat's two timespecs (NULL: both now; UTIME_OMIT, UTIME_NOW).
-fn utimens_change(addr: u64) -> SetAttr {
+fn utimens_change(addr: u64) -> Result<SetAttr, i32> {
     let mut change = SetAttr::default();
     if addr == 0 {
         change.atime = Some(TimeOrNow::Now);
         change.mtime = Some(TimeOrNow::Now);
-        return change;
+        return Ok(change);
     }
-    let raw = appmem::bytes(addr, 32);
+    let raw = appmem::bytes(addr, 32)?;
     let field = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     let one = |sec: i64, nsec: i64| match nsec {
         libc::UTIME_OMIT => None,
@@ -661,5 +699,5 @@ fn utimens_change(addr: u64) -> SetAttr {
     };
     change.atime = one(field(0), field(1));
     change.mtime = one(field(2), field(3));
-    change
+    Ok(change)
 }

@@ -24,6 +24,9 @@ use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::appmem;
 use crate::intercept::{Action, Hook, InterceptError, Syscall};
 
 const PR_SET_SYSCALL_USER_DISPATCH: u64 = 59;
@@ -230,7 +233,7 @@ extern "C" fn arm_new_thread(app_mask: u64) {
 
 /// The kernel's `struct sigaction` (x86_64 rt_sigaction).
 #[repr(C)]
-#[derive(Default)]
+#[derive(Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 struct KernelSigaction {
     handler: u64,
     flags: u64,
@@ -330,12 +333,14 @@ fn pass_on(nr: i64, a: [u64; 6]) -> i64 {
 /// A signal set the application passed, less SIGSYS (blocking it while a
 /// call is dispatched kills the process), at a place of our own.
 fn without_sigsys(addr: u64, copy: &mut u64) -> u64 {
-    if addr == 0 {
-        return 0;
+    match appmem::get_u64(addr) {
+        Ok(set) if addr != 0 => {
+            *copy = set & !SIGSYS_BIT;
+            copy as *mut u64 as u64
+        }
+        // Null, or unreadable: the kernel answers for it (EFAULT).
+        _ => addr,
     }
-    // SAFETY: the application passed a readable sigset here.
-    *copy = unsafe { (addr as *const u64).read_unaligned() } & !SIGSYS_BIT;
-    copy as *mut u64 as u64
 }
 
 /// Calls interception itself has to handle, then the hook.
@@ -357,11 +362,8 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
         libc::SYS_rt_sigaction if a[0] == libc::SIGSYS as u64 => {
             // SIGSYS is interception's own: the application's handler is
             // not installed; it is told the default was there.
-            if a[2] != 0 {
-                // SAFETY: the application passed this as a writable
-                // struct sigaction of the kernel's layout, as the call
-                // would have written it.
-                unsafe { (a[2] as *mut KernelSigaction).write_unaligned(Default::default()) };
+            if a[2] != 0 && appmem::put(a[2], &KernelSigaction::default()).is_err() {
+                return -(libc::EFAULT as i64);
             }
             0
         }
@@ -372,8 +374,9 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
             }
             let old = *frame.mask;
             if a[1] != 0 {
-                // SAFETY: the application passed a readable sigset here.
-                let set = unsafe { (a[1] as *const u64).read_unaligned() };
+                let Ok(set) = appmem::get_u64(a[1]) else {
+                    return -(libc::EFAULT as i64);
+                };
                 let unblockable = SIGSYS_BIT | 1 << (libc::SIGKILL - 1) | 1 << (libc::SIGSTOP - 1);
                 *frame.mask = match a[0] as i32 {
                     libc::SIG_BLOCK => old | set,
@@ -382,9 +385,8 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
                     _ => return -(libc::EINVAL as i64),
                 } & !unblockable;
             }
-            if a[2] != 0 {
-                // SAFETY: the application passed a writable sigset here.
-                unsafe { (a[2] as *mut u64).write_unaligned(old) };
+            if a[2] != 0 && appmem::put(a[2], &old).is_err() {
+                return -(libc::EFAULT as i64);
             }
             0
         }
@@ -422,17 +424,24 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
         }
         libc::SYS_pselect6 if a[5] != 0 => {
             // The sixth argument is { const sigset_t *set; size_t size }.
-            // SAFETY: the application passed that pair here.
-            let pair = unsafe { (a[5] as *const [u64; 2]).read_unaligned() };
+            let mut raw = [0u8; 16];
+            if appmem::read(a[5], &mut raw).is_err() {
+                return pass_on(call.nr, a);
+            }
+            let pair = [
+                u64::from_ne_bytes(raw[..8].try_into().expect("8 bytes")),
+                u64::from_ne_bytes(raw[8..].try_into().expect("8 bytes")),
+            ];
             let mut copy = 0;
             let own = [without_sigsys(pair[0], &mut copy), pair[1]];
             pass_on(call.nr, [a[0], a[1], a[2], a[3], a[4], own.as_ptr() as u64])
         }
         libc::SYS_rt_sigaction if a[1] != 0 => {
             // A handler whose mask holds SIGSYS would die at its first call.
-            // SAFETY: the application passed a struct sigaction of the
-            // kernel's layout here.
-            let mut act = unsafe { (a[1] as *const KernelSigaction).read_unaligned() };
+            let mut act = KernelSigaction::default();
+            if appmem::read(a[1], act.as_mut_bytes()).is_err() {
+                return pass_on(call.nr, a);
+            }
             act.mask &= !SIGSYS_BIT;
             pass_on(call.nr, [a[0], &act as *const _ as u64, a[2], a[3], 0, 0])
         }
@@ -514,8 +523,10 @@ fn clone_thread(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {
     }
     let top = a[1];
     let base = top - (WORDS * 8) as u64;
-    // SAFETY: the application handed the memory below `top` to the new
-    // thread as its stack; the thread's code expects nothing there yet.
-    unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), base as *mut u64, WORDS) };
+    // The application handed the memory below `top` to the new thread as
+    // its stack; the thread's code expects nothing there yet.
+    if appmem::write(base, frame.as_bytes()).is_err() {
+        return -(libc::EFAULT as i64);
+    }
     raw_syscall(libc::SYS_clone, [a[0], base, a[2], a[3], a[4], a[5]])
 }

@@ -21,6 +21,7 @@ use fusebox::fs::Filesystem;
 use fusebox::protocol::{DataOut, DirEntries};
 use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 
+use crate::appmem::UserBuf;
 use crate::intercept::raw_syscall;
 
 /// A call's result as the kernel gives it: a value or an errno.
@@ -667,12 +668,12 @@ impl VirtualMount {
         let size = self.fstat(file)?.size;
         let wanted = size.saturating_sub(offset).min(len) as usize;
         if wanted > 0 {
-            if let Err(e) = self.read(
-                fd,
-                file,
-                crate::appmem::bytes_mut(map, wanted),
-                Some(offset),
-            ) {
+            let fresh = crate::appmem::fresh_mut(map, wanted);
+            let copied = self.read_with(fd, file, wanted, Some(offset), |at, data| {
+                fresh[at..at + data.len()].copy_from_slice(data);
+                Ok(())
+            });
+            if let Err(e) = copied {
                 raw_syscall(libc::SYS_munmap, [map, len, 0, 0, 0, 0]);
                 return Err(e);
             }
@@ -861,8 +862,21 @@ impl VirtualMount {
         &self,
         fd: i32,
         file: &OpenFile,
-        buf: &mut [u8],
+        buf: UserBuf,
         at: Option<u64>,
+    ) -> SysResult {
+        self.read_with(fd, file, buf.len, at, |offset, data| buf.fill(offset, data))
+    }
+
+    /// read(2) of `len` bytes, each piece handed to `put` at its offset in
+    /// the destination.
+    fn read_with(
+        &self,
+        fd: i32,
+        file: &OpenFile,
+        len: usize,
+        at: Option<u64>,
+        mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> SysResult {
         if file.dir {
             return Err(libc::EISDIR);
@@ -874,8 +888,8 @@ impl VirtualMount {
         let start = at.unwrap_or_else(|| offset_of(fd));
         let ctx = Self::ctx();
         let mut done = 0usize;
-        while done < buf.len() {
-            let want = (buf.len() - done).min(IO_CHUNK);
+        while done < len {
+            let want = (len - done).min(IO_CHUNK);
             let mut out = DataOut::with_capacity(want);
             let args = Read {
                 fh: file.fh,
@@ -891,7 +905,12 @@ impl VirtualMount {
                 break;
             }
             let got = out.as_slice().len().min(want);
-            buf[done..done + got].copy_from_slice(&out.as_slice()[..got]);
+            if let Err(e) = put(done, &out.as_slice()[..got]) {
+                if done == 0 {
+                    return Err(e);
+                }
+                break;
+            }
             done += got;
             if got < want {
                 break;
@@ -1035,7 +1054,7 @@ impl VirtualMount {
         Ok(0)
     }
 
-    pub(crate) fn getdents64(&self, file: &OpenFile, buf: &mut [u8]) -> SysResult {
+    pub(crate) fn getdents64(&self, file: &OpenFile, buf: UserBuf) -> SysResult {
         if !file.dir {
             return Err(libc::ENOTDIR);
         }
@@ -1053,7 +1072,7 @@ impl VirtualMount {
         self.fs
             .readdir(&Self::ctx(), file.node, &args, &mut listing)
             .map_err(err)?;
-        let mut records = Vec::with_capacity(buf.len().min(32 << 10));
+        let mut records = Vec::with_capacity(buf.len.min(32 << 10));
         let mut raw = out.as_slice();
         let mut any = false;
         // struct fuse_dirent: ino, off, namelen, type, name, padded to 8.
@@ -1065,7 +1084,7 @@ impl VirtualMount {
             let Some(name) = raw.get(24..24 + namelen) else {
                 break;
             };
-            if !crate::kabi::push_dirent64(&mut records, buf.len(), ino, off, typ as u8, name) {
+            if !crate::kabi::push_dirent64(&mut records, buf.len, ino, off, typ as u8, name) {
                 if !any {
                     return Err(libc::EINVAL);
                 }
@@ -1076,7 +1095,7 @@ impl VirtualMount {
             let step = (24 + namelen).next_multiple_of(8);
             raw = raw.get(step..).unwrap_or(&[]);
         }
-        buf[..records.len()].copy_from_slice(&records);
+        buf.fill(0, &records)?;
         Ok(records.len() as i64)
     }
 
@@ -1095,6 +1114,53 @@ impl VirtualMount {
         let e = self
             .fs
             .mkdir(&Self::ctx(), r.parent, OsStr::from_bytes(&name), &args)
+            .map_err(err)?;
+        looked.nodes.push(e.node);
+        Ok(0)
+    }
+
+    pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
+        let mut looked = self.looked();
+        let r = self.resolve(path, false, &mut looked)?;
+        if r.node.is_some() {
+            return Err(libc::EEXIST);
+        }
+        let name = r.name.ok_or(libc::EEXIST)?;
+        let kind = match mode & libc::S_IFMT {
+            0 => libc::S_IFREG,
+            k
+            @ (libc::S_IFREG | libc::S_IFIFO | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFSOCK) => k,
+            _ => return Err(libc::EINVAL),
+        };
+        let umask = Self::umask();
+        let args = fusebox::fs::ops::Mknod {
+            mode: kind | (mode & !umask & 0o7777),
+            rdev,
+            umask,
+        };
+        let e = self
+            .fs
+            .mknod(&Self::ctx(), r.parent, OsStr::from_bytes(&name), &args)
+            .map_err(err)?;
+        looked.nodes.push(e.node);
+        Ok(0)
+    }
+
+    pub(crate) fn link(&self, from: &[u8], to: &[u8], follow: bool) -> SysResult {
+        let mut looked = self.looked();
+        let a = self.resolve(from, follow, &mut looked)?;
+        let (node, attr) = a.node.ok_or(libc::ENOENT)?;
+        if attr.mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(libc::EPERM);
+        }
+        let b = self.resolve(to, false, &mut looked)?;
+        if b.node.is_some() {
+            return Err(libc::EEXIST);
+        }
+        let name = b.name.ok_or(libc::EEXIST)?;
+        let e = self
+            .fs
+            .link(&Self::ctx(), node, b.parent, OsStr::from_bytes(&name))
             .map_err(err)?;
         looked.nodes.push(e.node);
         Ok(0)
@@ -1136,7 +1202,7 @@ impl VirtualMount {
         Ok(0)
     }
 
-    pub(crate) fn readlink(&self, path: &[u8], buf: &mut [u8]) -> SysResult {
+    pub(crate) fn readlink(&self, path: &[u8], buf: UserBuf) -> SysResult {
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         let (node, attr) = r.node.ok_or(libc::ENOENT)?;
@@ -1147,8 +1213,8 @@ impl VirtualMount {
         self.fs
             .readlink(&Self::ctx(), node, &mut out)
             .map_err(err)?;
-        let n = out.as_slice().len().min(buf.len());
-        buf[..n].copy_from_slice(&out.as_slice()[..n]);
+        let n = out.as_slice().len().min(buf.len);
+        buf.fill(0, &out.as_slice()[..n])?;
         Ok(n as i64)
     }
 
@@ -1249,7 +1315,7 @@ impl VirtualMount {
     }
 
     /// getcwd(2) while the working directory is inside the mount.
-    pub(crate) fn getcwd(&self, buf: &mut [u8]) -> Option<SysResult> {
+    pub(crate) fn getcwd(&self, buf: UserBuf) -> Option<SysResult> {
         let cwd = self.state().cwd.clone()?;
         let mut full = self.at.clone();
         if !cwd.is_empty() {
@@ -1259,11 +1325,10 @@ impl VirtualMount {
             full.extend_from_slice(&cwd);
         }
         full.push(0);
-        if full.len() > buf.len() {
+        if full.len() > buf.len {
             return Some(Err(libc::ERANGE));
         }
-        buf[..full.len()].copy_from_slice(&full);
-        Some(Ok(full.len() as i64))
+        Some(buf.fill(0, &full).map(|()| full.len() as i64))
     }
 }
 
@@ -1300,7 +1365,7 @@ impl VirtualMount {
         &self,
         target: &Target<'_>,
         name: Option<&[u8]>,
-        buf: &mut [u8],
+        buf: UserBuf,
     ) -> SysResult {
         let (node, _, _looked) = self.node_of(target)?;
         let mut out = DataOut::with_capacity(XATTR_MAX);
@@ -1317,13 +1382,13 @@ impl VirtualMount {
             Err(e) => return Err(err(e)),
         }
         let value = out.as_slice();
-        if buf.is_empty() {
+        if buf.len == 0 {
             return Ok(value.len() as i64);
         }
-        if value.len() > buf.len() {
+        if value.len() > buf.len {
             return Err(libc::ERANGE);
         }
-        buf[..value.len()].copy_from_slice(value);
+        buf.fill(0, value)?;
         Ok(value.len() as i64)
     }
 

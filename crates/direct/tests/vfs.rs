@@ -261,7 +261,41 @@ fn run() -> Result<(), String> {
     if fs::metadata(&at).is_err() || fs::metadata(&at).map(|m| m.is_dir()).ok() != Some(true) {
         return Err("the mount's root is not a directory".into());
     }
+    bad_pointers_get_efault(&at)?;
     println!("{} observations equal", virt.len());
+    Ok(())
+}
+
+/// Pointers the kernel would refuse with EFAULT get EFAULT from the
+/// mount too (pjdfstest passes such pointers), never a crash.
+fn bad_pointers_get_efault(at: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let file = std::ffi::CString::new(at.join("efault").as_os_str().as_bytes()).unwrap();
+    fs::write(at.join("efault"), b"data").map_err(|e| e.to_string())?;
+    let errno = || std::io::Error::last_os_error().raw_os_error();
+    // SAFETY: deliberately unmapped addresses handed to system calls, which
+    // must refuse them; nothing here dereferences them.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        let bad = usize::MAX as *const libc::c_char;
+        if libc::stat(bad, &mut st) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("stat of a bad path pointer".into());
+        }
+        if libc::stat(file.as_ptr(), 8 as *mut libc::stat) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("stat into a bad buffer".into());
+        }
+        let fd = libc::open(file.as_ptr(), libc::O_RDWR);
+        if fd < 0 {
+            return Err("open".into());
+        }
+        if libc::read(fd, 8 as *mut libc::c_void, 4) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("read into a bad buffer".into());
+        }
+        if libc::write(fd, 8 as *const libc::c_void, 4) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("write from a bad buffer".into());
+        }
+        libc::close(fd);
+    }
     Ok(())
 }
 
