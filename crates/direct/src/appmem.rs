@@ -19,52 +19,42 @@ const PATH_MAX: usize = libc::PATH_MAX as usize;
 
 /// Copy `into.len()` bytes from the application's `addr`.
 pub(crate) fn read(addr: u64, into: &mut [u8]) -> Result<(), i32> {
-    if into.is_empty() {
-        return Ok(());
-    }
-    let local = libc::iovec {
-        iov_base: into.as_mut_ptr().cast(),
-        iov_len: into.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: into.len(),
-    };
-    let n = raw_syscall(
+    vm_copy(
         libc::SYS_process_vm_readv,
-        [
-            std::process::id() as u64,
-            &local as *const _ as u64,
-            1,
-            &remote as *const _ as u64,
-            1,
-            0,
-        ],
-    );
-    if n == into.len() as i64 {
-        Ok(())
-    } else {
-        Err(libc::EFAULT)
-    }
+        into.as_mut_ptr(),
+        addr,
+        into.len(),
+    )
 }
 
 /// Copy `data` to the application's `addr`.
 pub(crate) fn write(addr: u64, data: &[u8]) -> Result<(), i32> {
-    if data.is_empty() {
+    vm_copy(
+        libc::SYS_process_vm_writev,
+        data.as_ptr().cast_mut(),
+        addr,
+        data.len(),
+    )
+}
+
+/// process_vm_readv/writev of `len` bytes between `local` (ours) and the
+/// application's `remote`, in this process: EFAULT unless all of it.
+fn vm_copy(nr: i64, local: *mut u8, remote: u64, len: usize) -> Result<(), i32> {
+    if len == 0 {
         return Ok(());
     }
     let local = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
+        iov_base: local.cast(),
+        iov_len: len,
     };
     let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: data.len(),
+        iov_base: remote as *mut libc::c_void,
+        iov_len: len,
     };
     let n = raw_syscall(
-        libc::SYS_process_vm_writev,
+        nr,
         [
-            std::process::id() as u64,
+            u64::from(std::process::id()),
             &local as *const _ as u64,
             1,
             &remote as *const _ as u64,
@@ -72,7 +62,7 @@ pub(crate) fn write(addr: u64, data: &[u8]) -> Result<(), i32> {
             0,
         ],
     );
-    if n == data.len() as i64 {
+    if n == len as i64 {
         Ok(())
     } else {
         Err(libc::EFAULT)
