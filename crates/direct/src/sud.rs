@@ -80,8 +80,9 @@ std::arch::global_asm!(
     "syscall",
     "ud2",
     // A new thread starts here (see `clone_thread`): its stack holds the
-    // application's signal mask and registers at its clone, then the
-    // address to go on at, just below the stack pointer it asked for.
+    // application's signal mask, floating-point environment and registers
+    // at its clone, then the address to go on at, just below the stack
+    // pointer it asked for.
     ".globl fusebox_direct_thread_start",
     ".hidden fusebox_direct_thread_start",
     "fusebox_direct_thread_start:",
@@ -89,7 +90,10 @@ std::arch::global_asm!(
     "mov rbp, rsp",
     "and rsp, -16",
     "call {arm}",
-    "lea rsp, [rbp + 8]",
+    // The creator's floating-point environment (MXCSR, x87 control).
+    "ldmxcsr [rbp + 8]",
+    "fldcw [rbp + 12]",
+    "lea rsp, [rbp + 16]",
     "pop r15",
     "pop r14",
     "pop r13",
@@ -286,6 +290,14 @@ extern "C" fn on_sigsys(_: i32, info: *mut libc::siginfo_t, context: *mut c_void
                 // The kernel's sigset is the first 64 bits of glibc's.
                 mask: &mut *std::ptr::addr_of_mut!((*uc).uc_sigmask).cast::<u64>(),
                 stack: &mut (*uc).uc_stack,
+                fp_env: {
+                    let fp = (*uc).uc_mcontext.fpregs;
+                    if fp.is_null() {
+                        0x1f80 | 0x37f << 32
+                    } else {
+                        u64::from((*fp).mxcsr) | u64::from((*fp).cwd) << 32
+                    }
+                },
             },
         )
     };
@@ -320,6 +332,9 @@ struct Frame<'a> {
     gregs: &'a mut [i64; 23],
     mask: &'a mut u64,
     stack: &'a mut libc::stack_t,
+    /// MXCSR (low 32 bits) and the x87 control word (next 16) the
+    /// application had: a thread it creates inherits them.
+    fp_env: u64,
 }
 
 /// Make the application's call for it. The gate is shut first: a signal
@@ -447,7 +462,7 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
         }
         // glibc falls back to clone, whose thread start this layer knows.
         libc::SYS_clone3 => -(libc::ENOSYS as i64),
-        libc::SYS_clone => clone(a, gregs, app_mask),
+        libc::SYS_clone => clone(a, gregs, app_mask, frame.fp_env),
         libc::SYS_fork => forked(raw_syscall(libc::SYS_fork, [0; 6])),
         libc::SYS_vfork => {
             // The child would run on (and overwrite) the stack this handler
@@ -483,7 +498,7 @@ pub(crate) fn after_fork(f: fn()) {
     let _ = AFTER_FORK.set(f);
 }
 
-fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {
+fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 {
     let flags = a[0];
     let vm = flags & libc::CLONE_VM as u64 != 0;
     let new_stack = a[1];
@@ -498,18 +513,18 @@ fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {
             [flags, a[1], a[2], a[3], a[4], a[5]],
         ));
     }
-    clone_thread(a, gregs, app_mask)
+    clone_thread(a, gregs, app_mask, fp_env)
 }
 
 /// A clone with its own stack (a thread, or posix_spawn's child): the
 /// child would start inside this handler on a stack without its frames.
 /// It starts at `fusebox_direct_thread_start` instead, with the
-/// application's signal mask, registers and resume address stored below
+/// application's signal mask, floating-point environment, registers and resume address stored below
 /// the stack pointer the application gave; it arms itself and goes on
 /// there.
-fn clone_thread(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {
+fn clone_thread(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 {
     use libc::*;
-    const WORDS: usize = 17;
+    const WORDS: usize = 18;
     let order = [
         REG_R15, REG_R14, REG_R13, REG_R12, REG_RBP, REG_RBX, REG_R11, REG_R10, REG_R9, REG_R8,
         REG_RDI, REG_RSI, REG_RDX, REG_RCX, REG_RIP,
@@ -518,7 +533,8 @@ fn clone_thread(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64) -> i64 {
     // `fusebox_direct_syscall6` returns (in the child) into this.
     frame[0] = fusebox_direct_thread_start as *const () as usize as u64;
     frame[1] = app_mask;
-    for (slot, reg) in frame[2..].iter_mut().zip(order) {
+    frame[2] = fp_env;
+    for (slot, reg) in frame[3..].iter_mut().zip(order) {
         *slot = gregs[reg as usize] as u64;
     }
     let top = a[1];

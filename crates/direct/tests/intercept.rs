@@ -66,6 +66,34 @@ fn calls_the_hook_passes_run_as_made() -> Result<(), String> {
     check(seen(libc::SYS_write) >= 1, "write seen by the hook")
 }
 
+fn mxcsr() -> u32 {
+    let mut v = 0u32;
+    // SAFETY: stores MXCSR into a local.
+    unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v, options(nostack)) };
+    v
+}
+
+fn set_mxcsr(v: u32) {
+    // SAFETY: loads MXCSR from a local holding a valid value (rounding
+    // mode bits changed from the current one).
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &v, options(nostack)) };
+}
+
+fn new_threads_inherit_the_floating_point_environment() -> Result<(), String> {
+    let before = mxcsr();
+    // Round toward +infinity (MXCSR bits 13-14 = 10).
+    let up = (before & !(3 << 13)) | (2 << 13);
+    set_mxcsr(up);
+    let seen = std::thread::spawn(mxcsr)
+        .join()
+        .map_err(|_| "thread panicked")?;
+    set_mxcsr(before);
+    check(
+        seen == up,
+        &format!("MXCSR in the new thread {seen:#x}, creator's {up:#x}"),
+    )
+}
+
 fn threads_started_after_install_are_hooked() -> Result<(), String> {
     let workers: Vec<_> = (0..8)
         .map(|i| {
@@ -269,6 +297,10 @@ fn main() {
         (
             "sigsys_stays_interceptions_own",
             sigsys_stays_interceptions_own,
+        ),
+        (
+            "new_threads_inherit_the_floating_point_environment",
+            new_threads_inherit_the_floating_point_environment,
         ),
         (
             "signal_masks_and_alternate_stacks_the_application_sets_hold",

@@ -281,7 +281,9 @@ fn bad_pointers_get_efault(at: &Path) -> Result<(), String> {
         if libc::stat(bad, &mut st) != -1 || errno() != Some(libc::EFAULT) {
             return Err("stat of a bad path pointer".into());
         }
-        if libc::stat(file.as_ptr(), std::ptr::dangling_mut::<libc::stat>()) != -1 || errno() != Some(libc::EFAULT) {
+        if libc::stat(file.as_ptr(), std::ptr::dangling_mut::<libc::stat>()) != -1
+            || errno() != Some(libc::EFAULT)
+        {
             return Err("stat into a bad buffer".into());
         }
         let fd = libc::open(file.as_ptr(), libc::O_RDWR);
