@@ -117,3 +117,41 @@ pub(crate) fn push_dirent64(
     out.resize(out.len() + len - (8 + 8 + 2 + 1 + name.len()), 0);
     true
 }
+
+/// `struct statfs` (x86_64 asm/statfs.h, 64-bit fields): 120 bytes.
+#[derive(IntoBytes, Immutable, Default)]
+#[repr(C)]
+pub(crate) struct KStatfs {
+    pub kind: i64,
+    pub bsize: i64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub fsid: [i32; 2],
+    pub namelen: i64,
+    pub frsize: i64,
+    pub flags: i64,
+    pub spare: [i64; 4],
+}
+
+const _: () = assert!(size_of::<KStatfs>() == 120);
+
+/// What statfs(2) says of a FUSE mount: its magic number.
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+pub(crate) fn statfs_of(s: &fusebox::types::Statfs) -> KStatfs {
+    KStatfs {
+        kind: FUSE_SUPER_MAGIC,
+        bsize: i64::from(s.bsize),
+        blocks: s.blocks,
+        bfree: s.bfree,
+        bavail: s.bavail,
+        files: s.files,
+        ffree: s.ffree,
+        namelen: i64::from(s.namelen),
+        frsize: i64::from(if s.frsize == 0 { s.bsize } else { s.frsize }),
+        ..Default::default()
+    }
+}

@@ -534,15 +534,38 @@ fn hook(call: &Syscall) -> Action {
                 _ => answer(Err(EXDEV)),
             }
         }
+        SYS_fallocate => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.fallocate(&f, a[1] as i32, a[2] as i64, a[3] as i64)),
+            None => Action::Pass,
+        },
+        SYS_statfs | SYS_fstatfs => {
+            let (fd, path, buf) = if call.nr == SYS_statfs {
+                (None, a[0], a[1])
+            } else {
+                (Some(fd_arg(a[0])), 0, a[1])
+            };
+            on_target(m, fd, AT_FDCWD, path, true, |t| {
+                m.statfs(t)
+                    .and_then(|st| appmem::put(buf, &kabi::statfs_of(&st)))
+                    .map(|()| 0)
+            })
+        }
+        SYS_utime | SYS_utimes | SYS_futimesat => {
+            let (dirfd, path, times) = if call.nr == SYS_futimesat {
+                (fd_arg(a[0]), a[1], a[2])
+            } else {
+                (AT_FDCWD, a[0], a[1])
+            };
+            let change = match old_times(times, call.nr == SYS_utime) {
+                Ok(c) => c,
+                Err(e) => return answer(Err(e)),
+            };
+            on_target(m, None, dirfd, path, true, |t| m.setattr(t, change))
+        }
         // Path calls on the mount not served yet.
-        SYS_utime
-        | SYS_utimes
-        | SYS_futimesat
-        | SYS_statfs
-        | SYS_inotify_add_watch
-        | SYS_name_to_handle_at => {
+        SYS_inotify_add_watch | SYS_name_to_handle_at => {
             let (dirfd, path) = match call.nr {
-                SYS_futimesat | SYS_name_to_handle_at => (fd_arg(a[0]), a[1]),
+                SYS_name_to_handle_at => (fd_arg(a[0]), a[1]),
                 SYS_inotify_add_watch => (AT_FDCWD, a[1]),
                 _ => (AT_FDCWD, a[0]),
             };
@@ -558,7 +581,7 @@ fn hook(call: &Syscall) -> Action {
             }
             None => Action::Pass,
         },
-        SYS_fstatfs | SYS_fallocate | SYS_ioctl => match m.file(fd_arg(a[0])) {
+        SYS_ioctl => match m.file(fd_arg(a[0])) {
             Some(_) => answer(Err(ENOSYS)),
             None => Action::Pass,
         },
@@ -677,6 +700,37 @@ fn owner(uid: u64, gid: u64) -> SetAttr {
         gid: keep(gid),
         ..SetAttr::default()
     }
+}
+
+/// utime's `struct utimbuf` (seconds) or utimes/futimesat's two
+/// timevals (seconds, microseconds); NULL: both now.
+fn old_times(addr: u64, utimbuf: bool) -> Result<SetAttr, i32> {
+    let mut change = SetAttr::default();
+    if addr == 0 {
+        change.atime = Some(TimeOrNow::Now);
+        change.mtime = Some(TimeOrNow::Now);
+        return Ok(change);
+    }
+    let len = if utimbuf { 16 } else { 32 };
+    let raw = appmem::bytes(addr, len)?;
+    let field = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let at = |sec: i64, usec: i64| -> Result<Option<TimeOrNow>, i32> {
+        if !(0..1_000_000).contains(&usec) {
+            return Err(libc::EINVAL);
+        }
+        Ok(Some(TimeOrNow::Specific(Timespec {
+            sec,
+            nsec: (usec * 1000) as u32,
+        })))
+    };
+    if utimbuf {
+        change.atime = at(field(0), 0)?;
+        change.mtime = at(field(1), 0)?;
+    } else {
+        change.atime = at(field(0), field(1))?;
+        change.mtime = at(field(2), field(3))?;
+    }
+    Ok(change)
 }
 
 /// utimensat's two timespecs (NULL: both now; UTIME_OMIT, UTIME_NOW).

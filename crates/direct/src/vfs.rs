@@ -1273,6 +1273,31 @@ impl VirtualMount {
         Ok(0)
     }
 
+    pub(crate) fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> SysResult {
+        if offset < 0 || len <= 0 {
+            return Err(libc::EINVAL);
+        }
+        if file.dir || file.flags() & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(libc::EBADF);
+        }
+        let args = fusebox::fs::ops::Fallocate {
+            fh: file.fh,
+            offset: offset as u64,
+            length: len as u64,
+            mode,
+        };
+        match self.fs.fallocate(&Self::ctx(), file.node, &args) {
+            Ok(()) => Ok(0),
+            Err(Errno::ENOSYS) => Err(libc::EOPNOTSUPP),
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    pub(crate) fn statfs(&self, target: &Target<'_>) -> Result<fusebox::types::Statfs, i32> {
+        let (node, _, _looked) = self.node_of(target)?;
+        self.fs.statfs(&Self::ctx(), node).map_err(err)
+    }
+
     pub(crate) fn fsync(&self, file: &OpenFile, datasync: bool) -> SysResult {
         let ctx = Self::ctx();
         let r = if file.dir {
