@@ -162,7 +162,20 @@ fn hook(call: &Syscall) -> Action {
             }
         }
         SYS_openat2 => match at(fd_arg(a[0]), a[1]) {
-            Some(_) => answer(Err(ENOSYS)),
+            // struct open_how { u64 flags; u64 mode; u64 resolve; }: served
+            // without RESOLVE_* restrictions, which are not implemented.
+            Some(p) => answer(appmem::bytes(a[2], 24).and_then(|how| {
+                let field = |i: usize| {
+                    u64::from_ne_bytes(how[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+                };
+                if a[3] < 24 {
+                    return Err(EINVAL);
+                }
+                if field(2) != 0 {
+                    return Err(ENOSYS);
+                }
+                m.openat(&p, field(0) as i32, field(1) as u32)
+            })),
             None => Action::Pass,
         },
         SYS_close => match m.close(fd_arg(a[0])) {

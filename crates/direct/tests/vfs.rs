@@ -262,6 +262,7 @@ fn run() -> Result<(), String> {
         return Err("the mount's root is not a directory".into());
     }
     bad_pointers_get_efault(&at)?;
+    openat2_opens_as_openat(&at)?;
     println!("{} observations equal", virt.len());
     Ok(())
 }
@@ -328,4 +329,28 @@ fn main() {
     if !ok {
         std::process::exit(1);
     }
+}
+
+/// openat2 without RESOLVE_* restrictions opens as openat does.
+fn openat2_opens_as_openat(at: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let file = std::ffi::CString::new(at.join("efault").as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid path, a valid struct open_how and a local buffer.
+    unsafe {
+        // openat2 (no RESOLVE_* flags) opens as openat does.
+        let how: [u64; 3] = [libc::O_RDONLY as u64, 0, 0];
+        let fd = libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            file.as_ptr(),
+            how.as_ptr(),
+            24,
+        ) as i32;
+        let mut buf = [0u8; 4];
+        if fd < 0 || libc::read(fd, buf.as_mut_ptr().cast(), 4) != 4 || &buf != b"data" {
+            return Err("openat2 and read".into());
+        }
+        libc::close(fd);
+    }
+    Ok(())
 }
