@@ -220,3 +220,38 @@ fn bad_direct_mode_input_gets_one_clear_line() {
         assert!(err.contains(want), "{fs}: {err}");
     }
 }
+
+#[test]
+fn programs_run_from_a_served_one_are_served_the_same_mount() {
+    let s = scratch("direct-exec");
+    let src = s.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f"), "in the mount\n").unwrap();
+    let at = s.path().join("mnt");
+    let fs = format!("stackfs:{}", src.display());
+    // Three execs deep, one of them adding a preload of the program's own,
+    // every library is named once; after `env -i` the mount is still there.
+    let script = format!(
+        "LD_PRELOAD=\"libm.so.6 $LD_PRELOAD\" sh -c 'sh -c \"printenv LD_PRELOAD\"'; env -i /bin/cat {}/f",
+        at.display()
+    );
+    // With a preload of the user's own beside ours (libc: already loaded).
+    let out = Command::new(BIN)
+        .args(["run", "--fs", &fs, "--at"])
+        .arg(&at)
+        .args(["--", "sh", "-c", &script])
+        .env("FUSEBOX_DIRECT_PRELOAD", preload())
+        .env("LD_PRELOAD", "libc.so.6")
+        .output()
+        .unwrap();
+    let text = text(&out);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        text.matches("libfusebox_direct_preload.so").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(text.matches("libc.so.6").count(), 1, "{text}");
+    assert_eq!(text.matches("libm.so.6").count(), 1, "{text}");
+    assert!(text.ends_with("in the mount\n"), "{text}");
+}

@@ -33,6 +33,16 @@ const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOA
 /// program it executes (the kernel's stays outside).
 pub const CWD_VAR: &str = "FUSEBOX_DIRECT_CWD";
 
+/// This library's path: the first entry of the launcher's LD_PRELOAD
+/// (`fusebox run` puts it first).
+fn our_library(carried: &[EnvVar]) -> &[u8] {
+    let (_, preload) = &carried[2];
+    preload
+        .split(|&c| c == b':' || c == b' ')
+        .next()
+        .unwrap_or_default()
+}
+
 /// Serve `mount` to this process (and the threads and children it creates
 /// from now on) through system call interception.
 pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
@@ -75,22 +85,27 @@ fn exec(m: &VirtualMount, call: &Syscall, envp_arg: usize) -> Action {
         };
         let var = var.as_slice();
         let name = var.split(|&c| c == b'=').next().unwrap_or_default();
-        let ours = name == CWD_VAR.as_bytes() || carried.iter().any(|(k, _)| k == name);
-        if !ours {
-            env.push(var.to_vec());
+        if name == CWD_VAR.as_bytes() {
+            // Ours to set (below), for this program's working directory.
         } else if name == b"LD_PRELOAD" {
-            // Theirs, kept after ours unless it is ours already.
-            let (_, mine) = &carried[2];
+            // Theirs, with our library put first unless it is there.
             let theirs = var.get(name.len() + 1..).unwrap_or_default();
-            if theirs != mine.as_slice() {
+            let lib = our_library(carried);
+            if theirs.split(|&c| c == b':' || c == b' ').any(|e| e == lib) {
+                env.push(var.to_vec());
+            } else {
                 let mut v = b"LD_PRELOAD=".to_vec();
-                v.extend_from_slice(mine);
+                v.extend_from_slice(lib);
                 if !theirs.is_empty() {
                     v.push(b':');
                     v.extend_from_slice(theirs);
                 }
                 env.push(v);
             }
+        } else {
+            // FUSEBOX_DIRECT_FS/AT set by the program (a nested `fusebox
+            // run`) stay its own; missing ones are put back below.
+            env.push(var.to_vec());
         }
         at += 8;
     }

@@ -186,6 +186,37 @@ pub struct VirtualMount {
     at: Vec<u8>,
     fs: Arc<dyn Filesystem>,
     state: Mutex<State>,
+    /// Whether `state.files` holds anything, kept by `StateGuard`.
+    any_open: std::sync::atomic::AtomicBool,
+}
+
+/// The locked state; when released, `any_open` says again whether any
+/// file of the mount is open, whatever the holder changed.
+struct StateGuard<'a> {
+    guard: std::sync::MutexGuard<'a, State>,
+    any_open: &'a std::sync::atomic::AtomicBool,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        self.any_open.store(
+            !self.guard.files.is_empty(),
+            std::sync::atomic::Ordering::Release,
+        );
+    }
 }
 
 #[derive(Default)]
@@ -231,15 +262,22 @@ impl VirtualMount {
                 owner: std::process::id(),
                 ..State::default()
             }),
+            any_open: Default::default(),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> StateGuard<'_> {
+        StateGuard {
+            guard: self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            any_open: &self.any_open,
+        }
     }
 
+    /// The open file descriptor `fd` stands for, if it is one of ours.
+    /// Asked on every read, write, close, ... of the program: while it
+    /// has none of the mount's files open, answered without the lock.
     pub(crate) fn file(&self, fd: i32) -> Option<Arc<OpenFile>> {
-        if fd < 0 {
+        if fd < 0 || !self.any_open.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
         self.state().files.get(&fd).cloned()
@@ -265,6 +303,9 @@ impl VirtualMount {
             let st = self.state();
             match &st.cwd {
                 Some(cwd) => return Place::Inside(join_inside(cwd, path)),
+                // Most relative paths of most programs: decided here,
+                // without a copy.
+                None if !self.may_lead_inside(&st.real_cwd, path) => return Place::Outside,
                 None => st.real_cwd.clone(),
             }
         } else if let Some(f) = self.file(dirfd) {
@@ -280,10 +321,21 @@ impl VirtualMount {
         let mut full = base;
         full.push(b'/');
         full.extend_from_slice(path);
-        match self.inside(&normalize(&full)) {
-            Place::Inside(rest) => Place::Inside(rest),
-            Place::Outside => Place::Outside,
-        }
+        self.inside(&normalize(&full))
+    }
+
+    /// Whether `rel`, from the kernel's directory `base`, can end inside
+    /// the mount: only if it climbs (".."), or `base` is above the mount
+    /// point or below it.
+    fn may_lead_inside(&self, base: &[u8], rel: &[u8]) -> bool {
+        let under = |outer: &[u8], inner: &[u8]| {
+            inner
+                .strip_prefix(outer)
+                .is_some_and(|r| r.is_empty() || r[0] == b'/' || outer.ends_with(b"/"))
+        };
+        rel.split(|&c| c == b'/').any(|c| c == b"..")
+            || under(base, &self.at)
+            || under(&self.at, base)
     }
 
     fn inside(&self, path: &[u8]) -> Place {
@@ -323,9 +375,10 @@ impl VirtualMount {
         let ctx = Self::ctx();
         let mut pending: Vec<Vec<u8>> = split(path);
         let mut done: Vec<Vec<u8>> = Vec::new();
-        let mut stack: Vec<(NodeId, FileAttr)> = Vec::new();
-        let root_attr = self.fs.getattr(&ctx, NodeId::ROOT, None).map_err(err)?.attr;
-        let mut here = (NodeId::ROOT, root_attr);
+        // The root's attributes are asked for only if the path ends there:
+        // it is a directory, which is all the walk needs to know of it.
+        let mut stack: Vec<(NodeId, Option<FileAttr>)> = Vec::new();
+        let mut here: (NodeId, Option<FileAttr>) = (NodeId::ROOT, None);
         let mut links = 0;
         pending.reverse();
         while let Some(comp) = pending.pop() {
@@ -343,7 +396,10 @@ impl VirtualMount {
                 }
                 _ => {}
             }
-            if here.1.mode & libc::S_IFMT != libc::S_IFDIR {
+            if here
+                .1
+                .is_some_and(|a| a.mode & libc::S_IFMT != libc::S_IFDIR)
+            {
                 return Err(libc::ENOTDIR);
             }
             match self.fs.lookup(&ctx, here.0, OsStr::from_bytes(&comp)) {
@@ -363,7 +419,7 @@ impl VirtualMount {
                                 Some(rest) if rest.is_empty() || rest[0] == b'/' => {
                                     stack.clear();
                                     done.clear();
-                                    here = (NodeId::ROOT, root_attr);
+                                    here = (NodeId::ROOT, None);
                                     split(rest)
                                 }
                                 // A link out of the mount: not followed
@@ -381,7 +437,7 @@ impl VirtualMount {
                         return Ok(Resolved::last(here.0, &done, comp, Some((e.node, e.attr))));
                     }
                     stack.push(here);
-                    here = (e.node, e.attr);
+                    here = (e.node, Some(e.attr));
                     done.push(comp);
                 }
                 Ok(_) | Err(Errno::ENOENT) => {
@@ -395,10 +451,14 @@ impl VirtualMount {
         }
         // The path named a directory we walked into (or the root).
         let parent = stack.last().map_or(NodeId::ROOT, |p| p.0);
+        let attr = match here.1 {
+            Some(a) => a,
+            None => self.fs.getattr(&ctx, here.0, None).map_err(err)?.attr,
+        };
         Ok(Resolved {
             parent,
             name: done.last().cloned(),
-            node: Some(here),
+            node: Some((here.0, attr)),
             path: join(&done),
         })
     }
