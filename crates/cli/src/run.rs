@@ -26,6 +26,12 @@ pub struct RunArgs {
     /// exist).
     #[arg(long, requires = "fs")]
     pub at: Option<PathBuf>,
+    /// Direct mode: how system calls are caught. rewrite (default): each
+    /// call site is rewritten into a direct call after its first call
+    /// (needs root, for a page at address 0); dispatch: syscall user
+    /// dispatch for every call (any user, about 10x the cost per call).
+    #[arg(long, requires = "fs", value_enum)]
+    pub intercept: Option<Intercept>,
     /// Transport the program's mount is served over: classic, uring or
     /// auto (FUSEBOX_TRANSPORT).
     #[arg(long)]
@@ -50,6 +56,12 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "PROGRAM")]
     pub command: Vec<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Intercept {
+    Rewrite,
+    Dispatch,
 }
 
 /// Where the drop-in is: given, or found beside this binary.
@@ -126,7 +138,12 @@ fn find_preload() -> Result<PathBuf> {
 }
 
 /// Run PROGRAM in direct mode.
-fn run_direct(spec: &str, at: &Path, command: &[String]) -> Result<()> {
+fn run_direct(
+    spec: &str,
+    at: &Path,
+    intercept: Option<Intercept>,
+    command: &[String],
+) -> Result<()> {
     let (name, source) = match spec.split_once(':') {
         Some((n, s)) => (n, Some(s)),
         None => (spec, None),
@@ -177,13 +194,18 @@ fn run_direct(spec: &str, at: &Path, command: &[String]) -> Result<()> {
         .env("FUSEBOX_DIRECT_FS", spec)
         .env("FUSEBOX_DIRECT_AT", &at)
         .env_remove("FUSEBOX_DIRECT_CWD");
+    match intercept {
+        Some(Intercept::Rewrite) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "rewrite"),
+        Some(Intercept::Dispatch) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "dispatch"),
+        None => &mut cmd,
+    };
     let err = cmd.exec();
     Err(err).with_context(|| format!("running {program}"))
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
     if let (Some(spec), Some(at)) = (&args.fs, &args.at) {
-        return run_direct(spec, at, &args.command);
+        return run_direct(spec, at, args.intercept, &args.command);
     }
     let lib = find_library(args.library)?;
     let dir = loader_dir(&lib)?;

@@ -23,8 +23,19 @@ fn preload() -> PathBuf {
 }
 
 fn direct(fs: &str, at: &Path, program: &[&str]) -> Output {
+    direct_by(None, fs, at, program)
+}
+
+/// `fusebox run --intercept HOW` (the default, rewriting, without).
+fn direct_by(intercept: Option<&str>, fs: &str, at: &Path, program: &[&str]) -> Output {
+    let mut how = vec![];
+    if let Some(i) = intercept {
+        how = vec!["--intercept", i];
+    }
     Command::new(BIN)
-        .args(["run", "--fs", fs, "--at"])
+        .arg("run")
+        .args(how)
+        .args(["--fs", fs, "--at"])
         .arg(at)
         .arg("--")
         .args(program)
@@ -96,6 +107,17 @@ fn tree(root: &Path) -> Vec<String> {
 
 #[test]
 fn real_programs_see_what_they_see_natively() {
+    real_programs_compared_with_native(None);
+}
+
+/// The same with syscall user dispatch catching every call (no rewritten
+/// sites): what a user without root gets.
+#[test]
+fn real_programs_see_what_they_see_natively_under_dispatch_alone() {
+    real_programs_compared_with_native(Some("dispatch"));
+}
+
+fn real_programs_compared_with_native(intercept: Option<&str>) {
     let s = scratch("direct");
     let (src, native) = (s.path().join("src"), s.path().join("native"));
     std::fs::create_dir_all(&src).unwrap();
@@ -105,7 +127,7 @@ fn real_programs_see_what_they_see_natively() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/direct/workload.sh");
     let script = script.to_str().unwrap();
     let fs = format!("stackfs:{}", src.display());
-    let got = direct(&fs, &at, &["bash", script, at.to_str().unwrap()]);
+    let got = direct_by(intercept, &fs, &at, &["bash", script, at.to_str().unwrap()]);
     let want = Command::new("bash")
         .args([script, native.to_str().unwrap()])
         .output()

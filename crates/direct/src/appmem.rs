@@ -9,9 +9,32 @@
 
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use zerocopy::{Immutable, IntoBytes};
 
 use crate::intercept::raw_syscall;
+
+/// This process's id, for process_vm_readv/writev on itself: asked once,
+/// not at every copy (`forget_pid` after a fork). A CLONE_VM child
+/// (posix_spawn's) keeps its parent's, which names the same memory.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            let pid = raw_syscall(libc::SYS_getpid, [0; 6]) as u32;
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
+}
+
+/// In a forked child: the memory is its own now, under its own id.
+pub(crate) fn forget_pid() {
+    PID.store(0, Ordering::Relaxed);
+}
 
 const PAGE: u64 = 4096;
 /// PATH_MAX, with its NUL.
@@ -43,6 +66,11 @@ fn vm_copy(nr: i64, local: *mut u8, remote: u64, len: usize) -> Result<(), i32> 
     if len == 0 {
         return Ok(());
     }
+    if remote < PAGE {
+        // Page 0: unmapped for the application (the rewriting path's
+        // trampoline lives there, readable to us but not its memory).
+        return Err(libc::EFAULT);
+    }
     let local = libc::iovec {
         iov_base: local.cast(),
         iov_len: len,
@@ -54,7 +82,7 @@ fn vm_copy(nr: i64, local: *mut u8, remote: u64, len: usize) -> Result<(), i32> 
     let n = raw_syscall(
         nr,
         [
-            u64::from(std::process::id()),
+            u64::from(pid()),
             &local as *const _ as u64,
             1,
             &remote as *const _ as u64,
@@ -95,9 +123,14 @@ pub(crate) fn c_str(addr: u64) -> Option<CPath> {
         len: 0,
     };
     let mut at = addr;
+    // Most paths are short: a small first copy, then up to a page at a time.
+    let mut chunk = 256;
     while path.len < PATH_MAX {
         // Up to the end of this page: the next one may not be mapped.
-        let room = ((PAGE - at % PAGE) as usize).min(PATH_MAX - path.len);
+        let room = ((PAGE - at % PAGE) as usize)
+            .min(PATH_MAX - path.len)
+            .min(chunk);
+        chunk = PAGE as usize;
         read(at, &mut path.buf[path.len..path.len + room]).ok()?;
         if let Some(nul) = path.buf[path.len..path.len + room]
             .iter()

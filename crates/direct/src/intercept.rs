@@ -1,32 +1,37 @@
 //! Catch every system call of this process and hand it to a hook.
 //!
-//! Mechanism: syscall user dispatch (`sud.rs`). Once [`install`]ed, every
-//! `syscall` instruction the calling thread runs — from libc, from code
-//! with its own system calls (Go, static binaries' wrappers), from code
-//! loaded or generated later — raises SIGSYS before the kernel runs it;
-//! the handler passes it to the hook, which answers it
-//! ([`Action::Return`]) or lets it run ([`Action::Pass`]). Threads the
-//! process creates afterwards and children it forks are armed as they
-//! start. Not covered: threads that already existed at `install` (call it
-//! first), and a new program after execve (the kernel disarms it; the
-//! launcher arms the new image again).
+//! Two mechanisms, one on top of the other ([`Mechanism`]):
+//! - syscall user dispatch (`sud.rs`). Once [`install`]ed, every
+//!   `syscall` instruction the calling thread runs — from libc, from code
+//!   with its own system calls (Go, static binaries' wrappers), from code
+//!   loaded or generated later — raises SIGSYS before the kernel runs it;
+//!   the handler passes it to the hook, which answers it
+//!   ([`Action::Return`]) or lets it run ([`Action::Pass`]). A signal
+//!   delivery and return per call.
+//! - call-site rewriting (`rewrite.rs`, zpoline's technique applied
+//!   lazily as lazypoline does): the first call from each site is caught
+//!   by dispatch, which also rewrites the site into a direct call of the
+//!   same hook; later calls from it cost about a function call. Needs a
+//!   page at address 0 (`vm.mmap_min_addr`, root).
 //!
-//! Each hooked call costs a signal delivery and return (measured by
-//! `cargo bench -p fusebox-direct --bench hook_cost`); rewriting hot call
-//! sites into direct calls (zpoline's approach) is the planned fast path
-//! on top, with this layer catching whatever is not rewritten.
+//! Threads the process creates afterwards and children it forks are armed
+//! as they start. Not covered: threads that already existed at `install`
+//! (call it first), and a new program after execve (the kernel disarms
+//! it; the launcher arms the new image again). Costs are measured by
+//! `cargo bench -p fusebox-direct --bench hook_cost`.
 //!
-//! The hook runs in a signal handler on the calling thread, with the
-//! application's signal mask: it may make system calls (they are not hooked
-//! again), but the interrupted code may hold libc's locks (a `malloc`
-//! making an `mmap`), so a hook should decide from the call number alone
-//! before it allocates. A signal that arrives while the hook itself runs
-//! has its handler run unhooked (DESIGN.md); one that arrives while a
-//! passed-on call blocks is hooked as usual.
+//! The hook runs on the calling thread's stack, in a signal handler or
+//! called from a rewritten site, with the application's signal mask: it
+//! may make system calls (they are not hooked again), but the interrupted
+//! code may hold libc's locks (a `malloc` making an `mmap`), so a hook
+//! should decide from the call number alone before it allocates. A signal
+//! that arrives while the hook itself runs has its handler run unhooked
+//! (DESIGN.md); one that arrives while a passed-on call blocks is hooked
+//! as usual.
 
 use thiserror::Error;
 
-use crate::sud;
+use crate::{rewrite, sud};
 
 /// One intercepted system call: the number and the six argument registers
 /// as the caller set them.
@@ -37,6 +42,30 @@ pub struct Syscall {
     /// The address just after the `syscall` instruction that made it.
     pub call_addr: usize,
 }
+
+/// How calls are caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    /// Syscall user dispatch for every call (no privilege needed).
+    Dispatch,
+    /// Dispatch for each site's first call, which rewrites the site into a
+    /// direct call for the next ones (needs a page at address 0: root).
+    Rewrite,
+}
+
+impl Mechanism {
+    /// `FUSEBOX_DIRECT_INTERCEPT` = `rewrite` (the default) or `dispatch`.
+    pub fn from_env() -> Result<Mechanism, InterceptError> {
+        match std::env::var(MECHANISM_VAR).as_deref() {
+            Err(_) | Ok("rewrite") => Ok(Mechanism::Rewrite),
+            Ok("dispatch") => Ok(Mechanism::Dispatch),
+            Ok(other) => Err(InterceptError::UnknownMechanism(other.to_owned())),
+        }
+    }
+}
+
+/// The variable [`Mechanism::from_env`] reads.
+pub const MECHANISM_VAR: &str = "FUSEBOX_DIRECT_INTERCEPT";
 
 /// What the hook decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +87,26 @@ pub enum InterceptError {
     Unsupported(#[source] std::io::Error),
     #[error("a different interception hook is installed in this process already")]
     AlreadyInstalled,
+    #[error("call-site rewriting is not available: {0}")]
+    Rewrite(String),
+    #[error("{MECHANISM_VAR}={0:?}: expected rewrite or dispatch")]
+    UnknownMechanism(String),
 }
 
 /// Start intercepting the calling thread's system calls (and those of the
-/// threads and children it creates from now on) with `hook`.
-pub fn install(hook: Hook) -> Result<(), InterceptError> {
+/// threads and children it creates from now on) with `hook`. With
+/// [`Mechanism::Rewrite`], an error if the trampoline cannot be mapped:
+/// nothing is installed then, and the caller may choose dispatch alone.
+pub fn install(hook: Hook, mechanism: Mechanism) -> Result<(), InterceptError> {
+    if mechanism == Mechanism::Rewrite {
+        rewrite::enable()?;
+    }
     sud::install(hook)
+}
+
+/// Whether call sites are being rewritten in this process.
+pub fn rewriting() -> bool {
+    rewrite::enabled()
 }
 
 /// Run `f` in each child that gets its own copy of this process's memory

@@ -13,10 +13,11 @@
 mod appmem;
 pub mod intercept;
 mod kabi;
+mod rewrite;
 mod route;
 mod sud;
 pub mod vfs;
 
-pub use intercept::{Action, InterceptError, Syscall};
+pub use intercept::{Action, InterceptError, Mechanism, Syscall};
 pub use route::{serve, CWD_VAR};
 pub use vfs::VirtualMount;

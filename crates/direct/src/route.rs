@@ -29,6 +29,8 @@ type EnvVar = (Vec<u8>, Vec<u8>);
 /// The variables `fusebox run --fs` sets, carried into every program run
 /// from a served one (even if it clears its environment).
 const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
+/// Carried too when set.
+const CARRIED_IF_SET: [&str; 1] = [intercept::MECHANISM_VAR];
 /// A served program's working directory inside the mount, for the
 /// program it executes (the kernel's stays outside).
 pub const CWD_VAR: &str = "FUSEBOX_DIRECT_CWD";
@@ -47,10 +49,12 @@ fn our_library(carried: &[EnvVar]) -> &[u8] {
 /// from now on) through system call interception.
 pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
     use std::os::unix::ffi::OsStringExt;
-    let carried: Option<Vec<_>> = CARRIED
-        .iter()
-        .map(|k| std::env::var_os(k).map(|v| (k.as_bytes().to_vec(), v.into_vec())))
-        .collect();
+    let var = |k: &str| std::env::var_os(k).map(|v| (k.as_bytes().to_vec(), v.into_vec()));
+    let carried: Option<Vec<_>> = CARRIED.iter().map(|k| var(k)).collect();
+    let carried = carried.map(|mut c| {
+        c.extend(CARRIED_IF_SET.iter().filter_map(|k| var(k)));
+        c
+    });
     let _ = EXEC_ENV.set(carried);
     if MOUNT.set(mount).is_err() {
         return Err(InterceptError::AlreadyInstalled);
@@ -60,7 +64,7 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
             m.forked_child();
         }
     });
-    intercept::install(hook)
+    intercept::install(hook, intercept::Mechanism::from_env()?)
 }
 
 /// execve/execveat of a program outside the mount: its environment gets
@@ -248,16 +252,20 @@ fn hook(call: &Syscall) -> Action {
                 (a[3] as i32, a[2])
             };
             // statx also takes a NULL path with AT_EMPTY_PATH (Linux 6.11).
-            let empty = a[1] == 0 || appmem::c_str(a[1]).is_some_and(|p| p.is_empty());
+            let path = appmem::c_str(a[1]);
+            let empty = a[1] == 0 || path.as_ref().is_some_and(|p| p.is_empty());
             let attr = if empty && flags & AT_EMPTY_PATH != 0 {
                 match m.file(fd_arg(a[0])) {
                     Some(f) => m.fstat(&f),
                     None => return Action::Pass,
                 }
             } else {
-                match at(fd_arg(a[0]), a[1]) {
-                    Some(p) => m.stat(&p, flags & AT_SYMLINK_NOFOLLOW == 0),
-                    None => return Action::Pass,
+                let Some(path) = path else {
+                    return Action::Pass;
+                };
+                match m.place(fd_arg(a[0]), &path) {
+                    Place::Inside(p) => m.stat(&p, flags & AT_SYMLINK_NOFOLLOW == 0),
+                    Place::Outside => return Action::Pass,
                 }
             };
             answer(

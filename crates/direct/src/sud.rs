@@ -28,6 +28,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::appmem;
 use crate::intercept::{Action, Hook, InterceptError, Syscall};
+use crate::rewrite::{self, SavedRegs};
 
 const PR_SET_SYSCALL_USER_DISPATCH: u64 = 59;
 const PR_SYS_DISPATCH_OFF: u64 = 0;
@@ -319,10 +320,107 @@ extern "C" fn on_sigsys(_: i32, info: *mut libc::siginfo_t, context: *mut c_void
         ],
         call_addr,
     };
+    // The next call from this site goes straight to `on_trampoline`.
+    rewrite::patch_site(call_addr);
     let mut frame = frame;
-    let ret = dispatch(&call, &mut frame);
+    let ret = dispatch(&call, &mut Caller::Signal(&mut frame));
     frame.gregs[libc::REG_RAX as usize] = ret;
     set_selector(before);
+}
+
+/// A call from a rewritten site (`rewrite.rs`): the registers as the
+/// application had them, on its stack; the result goes back in `rax`.
+pub(crate) extern "C" fn on_trampoline(regs: &mut SavedRegs) {
+    let nr = regs.rax as i64;
+    let args = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
+    // SAFETY: this thread's own byte.
+    if unsafe { selector().read_volatile() } != SELECTOR_BLOCK {
+        // Our own code (the hook's libc calls, a handler interrupting the
+        // hook), or a thread that is not armed: what dispatch would let
+        // through.
+        regs.rax = raw_syscall(nr, args) as u64;
+        return;
+    }
+    set_selector(SELECTOR_ALLOW);
+    let call = Syscall {
+        nr,
+        args,
+        call_addr: regs.resume as usize,
+    };
+    let ret = dispatch(&call, &mut Caller::Direct(regs));
+    regs.rax = ret as u64;
+    set_selector(SELECTOR_BLOCK);
+}
+
+/// Where a call came from, which decides how the calls that act on the
+/// caller's own state (mask, stack, registers) are made.
+enum Caller<'f, 'a> {
+    /// SIGSYS: the state is on the signal frame, and what is changed there
+    /// takes effect at the handler's return.
+    Signal(&'f mut Frame<'a>),
+    /// A rewritten site: the thread's state is live.
+    Direct(&'f mut SavedRegs),
+}
+
+impl Caller<'_, '_> {
+    /// The registers in `ucontext` order, the signal mask and the
+    /// floating-point environment the application has at this call.
+    fn app_state(&self) -> ([i64; 23], u64, u64) {
+        match self {
+            Caller::Signal(f) => (*f.gregs, *f.mask, f.fp_env),
+            Caller::Direct(r) => {
+                use libc::*;
+                let mut g = [0i64; 23];
+                for (reg, v) in [
+                    (REG_RAX, r.rax),
+                    (REG_RCX, r.rcx),
+                    (REG_RDX, r.rdx),
+                    (REG_RSI, r.rsi),
+                    (REG_RDI, r.rdi),
+                    (REG_R8, r.r8),
+                    (REG_R9, r.r9),
+                    (REG_R10, r.r10),
+                    (REG_R11, r.r11),
+                    (REG_RBX, r.rbx),
+                    (REG_RBP, r.rbp),
+                    (REG_R12, r.r12),
+                    (REG_R13, r.r13),
+                    (REG_R14, r.r14),
+                    (REG_R15, r.r15),
+                    (REG_RIP, r.resume),
+                    (REG_RSP, r.site_rsp()),
+                ] {
+                    g[reg as usize] = v as i64;
+                }
+                let mut mask = 0u64;
+                raw_syscall(
+                    libc::SYS_rt_sigprocmask,
+                    [
+                        libc::SIG_BLOCK as u64,
+                        0,
+                        &mut mask as *mut u64 as u64,
+                        8,
+                        0,
+                        0,
+                    ],
+                );
+                (g, mask, live_fp_env())
+            }
+        }
+    }
+}
+
+/// MXCSR and the x87 control word now: the application's, as nothing on
+/// the rewritten path changes them.
+fn live_fp_env() -> u64 {
+    let mut mxcsr = 0u32;
+    let mut cw = 0u16;
+    // SAFETY: both store into the locals given, nothing else.
+    unsafe {
+        std::arch::asm!("stmxcsr [{}]", "fnstcw [{}]", in(reg) &mut mxcsr, in(reg) &mut cw,
+            options(nostack, preserves_flags));
+    }
+    u64::from(mxcsr) | u64::from(cw) << 32
 }
 
 /// What the handler's return (rt_sigreturn) restores: the application's
@@ -359,12 +457,18 @@ fn without_sigsys(addr: u64, copy: &mut u64) -> u64 {
 }
 
 /// Calls interception itself has to handle, then the hook.
-fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
+fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
     let a = call.args;
-    let gregs = &mut *frame.gregs;
-    let app_mask = *frame.mask;
+    if rewrite::enabled() && rewrite::reads_page_zero(call.nr, &a) {
+        return -(libc::EFAULT as i64);
+    }
     match call.nr {
         libc::SYS_rt_sigreturn => {
+            let Caller::Signal(frame) = caller else {
+                // The trampoline's entry makes it (from the right stack)
+                // before it gets here.
+                return -(libc::ENOSYS as i64);
+            };
             // An application's signal handler returning through libc's
             // restorer, outside the exempt range: return for it, with the
             // stack pointer it had (the kernel finds the frame from there).
@@ -372,7 +476,7 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
             // SAFETY: exactly the rt_sigreturn the application made, from
             // its own stack pointer; this handler's frame is abandoned,
             // which is sound as nothing on it needs dropping.
-            unsafe { fusebox_direct_sigreturn_at(gregs[libc::REG_RSP as usize] as u64) }
+            unsafe { fusebox_direct_sigreturn_at(frame.gregs[libc::REG_RSP as usize] as u64) }
         }
         libc::SYS_rt_sigaction if a[0] == libc::SIGSYS as u64 => {
             // SIGSYS is interception's own: the application's handler is
@@ -383,6 +487,11 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
             0
         }
         libc::SYS_rt_sigprocmask => {
+            let Caller::Signal(frame) = caller else {
+                let mut copy = 0;
+                let set = without_sigsys(a[1], &mut copy);
+                return pass_on(call.nr, [a[0], set, a[2], a[3], 0, 0]);
+            };
             // On the frame: the mask in force when the handler returns.
             if a[3] != 8 {
                 return -(libc::EINVAL as i64);
@@ -407,6 +516,9 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
         }
         libc::SYS_sigaltstack => {
             let ret = pass_on(call.nr, a);
+            let Caller::Signal(frame) = caller else {
+                return ret;
+            };
             if ret == 0 && a[0] != 0 {
                 // What is in force now goes on the frame too.
                 let mut now: libc::stack_t = libc::stack_t {
@@ -462,7 +574,7 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
         }
         // glibc falls back to clone, whose thread start this layer knows.
         libc::SYS_clone3 => -(libc::ENOSYS as i64),
-        libc::SYS_clone => clone(a, gregs, app_mask, frame.fp_env),
+        libc::SYS_clone => clone(a, caller),
         libc::SYS_fork => forked(raw_syscall(libc::SYS_fork, [0; 6])),
         libc::SYS_vfork => {
             // The child would run on (and overwrite) the stack this handler
@@ -482,6 +594,8 @@ fn dispatch(call: &Syscall, frame: &mut Frame<'_>) -> i64 {
 /// memory of its own (the hook's `after_fork` hears of it).
 fn forked(ret: i64) -> i64 {
     if ret == 0 {
+        appmem::forget_pid();
+        rewrite::after_fork();
         let _ = arm_current_thread();
         if let Some(f) = AFTER_FORK.get() {
             f();
@@ -498,7 +612,7 @@ pub(crate) fn after_fork(f: fn()) {
     let _ = AFTER_FORK.set(f);
 }
 
-fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 {
+fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
     let flags = a[0];
     let vm = flags & libc::CLONE_VM as u64 != 0;
     let new_stack = a[1];
@@ -513,7 +627,8 @@ fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 
             [flags, a[1], a[2], a[3], a[4], a[5]],
         ));
     }
-    clone_thread(a, gregs, app_mask, fp_env)
+    let (gregs, app_mask, fp_env) = caller.app_state();
+    clone_thread(a, &gregs, app_mask, fp_env)
 }
 
 /// A clone with its own stack (a thread, or posix_spawn's child): the
@@ -522,7 +637,7 @@ fn clone(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 
 /// application's signal mask, floating-point environment, registers and resume address stored below
 /// the stack pointer the application gave; it arms itself and goes on
 /// there.
-fn clone_thread(a: [u64; 6], gregs: &mut [i64; 23], app_mask: u64, fp_env: u64) -> i64 {
+fn clone_thread(a: [u64; 6], gregs: &[i64; 23], app_mask: u64, fp_env: u64) -> i64 {
     use libc::*;
     const WORDS: usize = 18;
     let order = [

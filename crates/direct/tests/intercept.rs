@@ -7,7 +7,10 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use fusebox_direct::intercept::{self, Action, Syscall};
+/// Where the last getppid came from (the address after its instruction).
+static GETPPID_SITE: AtomicUsize = AtomicUsize::new(0);
+
+use fusebox_direct::intercept::{self, Action, Mechanism, Syscall};
 
 const ANSWER: i32 = 4242;
 static SEEN: [AtomicU64; 512] = [const { AtomicU64::new(0) }; 512];
@@ -17,7 +20,13 @@ fn hook(call: &Syscall) -> Action {
         n.fetch_add(1, Ordering::Relaxed);
     }
     match call.nr {
-        libc::SYS_getppid => Action::Return(ANSWER as i64),
+        libc::SYS_getppid => {
+            GETPPID_SITE.store(call.call_addr, Ordering::Relaxed);
+            // Vector work in the hook, as a real one does (copies, hashes).
+            let v = std::hint::black_box([1.5f64, 2.5, 3.5, 4.5]);
+            std::hint::black_box(v.iter().map(|x| x * 1.25).sum::<f64>());
+            Action::Return(ANSWER as i64)
+        }
         libc::SYS_chdir => Action::Return(-(libc::EACCES as i64)),
         _ => Action::Pass,
     }
@@ -270,6 +279,91 @@ fn wait_for(pid: i32) -> Result<i32, String> {
     }
 }
 
+/// getppid twice from one `syscall` instruction with all sixteen xmm
+/// registers holding values: the first call is caught by dispatch (which,
+/// when rewriting, rewrites the site), the second by the rewritten call.
+/// Returns the registers after.
+fn getppid_twice_keeping_xmm(before: &[[u64; 2]; 16]) -> ([[u64; 2]; 16], [i64; 2]) {
+    let mut after = [[0u64; 2]; 16];
+    let mut results = [0i64; 2];
+    for r in &mut results {
+        // SAFETY: loads and stores the xmm registers from and to the
+        // arrays given (16 x 16 bytes each) around a getppid, which
+        // touches no memory; every register used is declared clobbered.
+        unsafe {
+            std::arch::asm!(
+                "movdqu xmm0, [{b}]", "movdqu xmm1, [{b} + 16]", "movdqu xmm2, [{b} + 32]",
+                "movdqu xmm3, [{b} + 48]", "movdqu xmm4, [{b} + 64]", "movdqu xmm5, [{b} + 80]",
+                "movdqu xmm6, [{b} + 96]", "movdqu xmm7, [{b} + 112]", "movdqu xmm8, [{b} + 128]",
+                "movdqu xmm9, [{b} + 144]", "movdqu xmm10, [{b} + 160]", "movdqu xmm11, [{b} + 176]",
+                "movdqu xmm12, [{b} + 192]", "movdqu xmm13, [{b} + 208]", "movdqu xmm14, [{b} + 224]",
+                "movdqu xmm15, [{b} + 240]",
+                "syscall",
+                "movdqu [{a}], xmm0", "movdqu [{a} + 16], xmm1", "movdqu [{a} + 32], xmm2",
+                "movdqu [{a} + 48], xmm3", "movdqu [{a} + 64], xmm4", "movdqu [{a} + 80], xmm5",
+                "movdqu [{a} + 96], xmm6", "movdqu [{a} + 112], xmm7", "movdqu [{a} + 128], xmm8",
+                "movdqu [{a} + 144], xmm9", "movdqu [{a} + 160], xmm10", "movdqu [{a} + 176], xmm11",
+                "movdqu [{a} + 192], xmm12", "movdqu [{a} + 208], xmm13", "movdqu [{a} + 224], xmm14",
+                "movdqu [{a} + 240], xmm15",
+                b = in(reg) before.as_ptr(),
+                a = in(reg) after.as_mut_ptr(),
+                inlateout("rax") libc::SYS_getppid => *r,
+                out("rcx") _, out("r11") _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+                options(nostack),
+            );
+        }
+    }
+    (after, results)
+}
+
+fn rewritten_sites_answer_and_keep_registers() -> Result<(), String> {
+    let before: [[u64; 2]; 16] =
+        std::array::from_fn(|i| [0x0101_0101_0101_0101 * (i as u64 + 1), !(i as u64)]);
+    let (after, results) = getppid_twice_keeping_xmm(&before);
+    check(
+        results == [ANSWER as i64; 2],
+        &format!("answers {results:?}"),
+    )?;
+    check(
+        after == before,
+        "xmm registers changed across a hooked call",
+    )?;
+    let site = GETPPID_SITE.load(Ordering::Relaxed) - 2;
+    // SAFETY: the two bytes of the instruction that just ran.
+    let bytes = unsafe { std::ptr::read_unaligned(site as *const [u8; 2]) };
+    let want = if intercept::rewriting() {
+        [0xff, 0xd0]
+    } else {
+        [0x0f, 0x05]
+    };
+    check(
+        bytes == want,
+        &format!("site holds {bytes:02x?}, expected {want:02x?}"),
+    )
+}
+
+fn a_null_path_is_still_efault() -> Result<(), String> {
+    // With the trampoline at address 0, the kernel could read it as a path.
+    // SAFETY: a null path is what is being tested; the kernel checks it.
+    let r = unsafe { libc::syscall(libc::SYS_unlink, 0usize) };
+    let e = std::io::Error::last_os_error().raw_os_error();
+    check(
+        r == -1 && e == Some(libc::EFAULT),
+        &format!("unlink(NULL): {r} {e:?}"),
+    )?;
+    // SAFETY: as above, for a write's buffer.
+    let r = unsafe { libc::write(2, std::ptr::null(), 4) };
+    let e = std::io::Error::last_os_error().raw_os_error();
+    check(
+        r == -1 && e == Some(libc::EFAULT),
+        &format!("write(NULL): {r} {e:?}"),
+    )
+}
+
 type Case = fn() -> Result<(), String>;
 
 fn main() {
@@ -306,10 +400,22 @@ fn main() {
             "signal_masks_and_alternate_stacks_the_application_sets_hold",
             signal_masks_and_alternate_stacks_the_application_sets_hold,
         ),
+        (
+            "rewritten_sites_answer_and_keep_registers",
+            rewritten_sites_answer_and_keep_registers,
+        ),
+        ("a_null_path_is_still_efault", a_null_path_is_still_efault),
     ];
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let mut failed = 0;
-    for (name, case) in cases {
+    let mechanisms = [
+        ("dispatch", Mechanism::Dispatch),
+        ("rewrite", Mechanism::Rewrite),
+    ];
+    for ((name, case), (how, mechanism)) in cases
+        .iter()
+        .flat_map(|c| mechanisms.iter().map(move |m| (c, m)))
+    {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
@@ -319,7 +425,7 @@ fn main() {
         if pid == 0 {
             // SAFETY: a hung case is ended by the alarm, not the suite.
             unsafe { libc::alarm(30) };
-            let code = match intercept::install(hook)
+            let code = match intercept::install(hook, *mechanism)
                 .map_err(|e| e.to_string())
                 .and_then(|()| case())
             {
@@ -333,10 +439,10 @@ fn main() {
             unsafe { libc::_exit(code) };
         }
         match wait_for(pid) {
-            Ok(0) => println!("test {name} ... ok"),
+            Ok(0) => println!("test {name} ({how}) ... ok"),
             other => {
                 failed += 1;
-                println!("test {name} ... FAILED ({other:?})");
+                println!("test {name} ({how}) ... FAILED ({other:?})");
             }
         }
     }
