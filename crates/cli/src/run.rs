@@ -32,6 +32,14 @@ pub struct RunArgs {
     /// dispatch for every call (any user, about 10x the cost per call).
     #[arg(long, requires = "fs", value_enum)]
     pub intercept: Option<Intercept>,
+    /// Direct mode: paths whose attributes the metadata cache keeps per
+    /// process (0: no cache).
+    #[arg(long, requires = "fs", value_name = "ENTRIES")]
+    pub cache_entries: Option<u64>,
+    /// Direct mode: print the metadata cache's hits and misses when
+    /// PROGRAM exits.
+    #[arg(long, requires = "fs")]
+    pub stats: bool,
     /// Transport the program's mount is served over: classic, uring or
     /// auto (FUSEBOX_TRANSPORT).
     #[arg(long)]
@@ -138,12 +146,8 @@ fn find_preload() -> Result<PathBuf> {
 }
 
 /// Run PROGRAM in direct mode.
-fn run_direct(
-    spec: &str,
-    at: &Path,
-    intercept: Option<Intercept>,
-    command: &[String],
-) -> Result<()> {
+fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
+    let command = &args.command;
     let (name, source) = match spec.split_once(':') {
         Some((n, s)) => (n, Some(s)),
         None => (spec, None),
@@ -194,7 +198,17 @@ fn run_direct(
         .env("FUSEBOX_DIRECT_FS", spec)
         .env("FUSEBOX_DIRECT_AT", &at)
         .env_remove("FUSEBOX_DIRECT_CWD");
-    match intercept {
+    // A variable left from an outer run would name a page this run
+    // does not share.
+    cmd.env_remove("FUSEBOX_DIRECT_SHARED");
+    if let Some(n) = args.cache_entries {
+        cmd.env("FUSEBOX_DIRECT_CACHE", n.to_string());
+    }
+    if args.stats {
+        // This process's id, which the program keeps: it reports.
+        cmd.env("FUSEBOX_DIRECT_STATS", std::process::id().to_string());
+    }
+    match args.intercept {
         Some(Intercept::Rewrite) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "rewrite"),
         Some(Intercept::Dispatch) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "dispatch"),
         None => &mut cmd,
@@ -205,7 +219,7 @@ fn run_direct(
 
 pub fn run(args: RunArgs) -> Result<()> {
     if let (Some(spec), Some(at)) = (&args.fs, &args.at) {
-        return run_direct(spec, at, args.intercept, &args.command);
+        return run_direct(&args, spec, at);
     }
     let lib = find_library(args.library)?;
     let dir = loader_dir(&lib)?;

@@ -217,6 +217,60 @@ print(open(f"{at}/spawned").read().strip().replace("\n", " + "))
     );
 }
 
+/// The metadata cache is per process: a change another process of the
+/// run makes must still be seen at once (the shared epoch), by the shell
+/// itself and by a Python process that stats, lets a child change the
+/// file, and stats again; `--stats` reports the hits at the end.
+#[test]
+fn changes_by_other_processes_are_seen_through_the_metadata_cache() {
+    let s = scratch("direct-cache");
+    let src = s.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let at = s.path().join("mnt");
+    let script = format!(
+        r#"cd {at}
+touch f; chmod 644 f
+for i in 1 2 3; do [ -x f ] && echo x || echo not-x; done
+chmod 755 f
+[ -x f ] && echo x || echo not-x
+python3 -c '
+import os, subprocess
+for _ in range(3): os.stat("f")
+print(oct(os.stat("f").st_mode & 0o777))
+subprocess.run(["chmod", "600", "f"], check=True)
+print(oct(os.stat("f").st_mode & 0o777))
+subprocess.run(["sh", "-c", "echo more >> f"], check=True)
+print(os.stat("f").st_size)
+os.rename("f", "g")
+print(os.path.exists("f"), os.path.exists("g"))
+'
+"#,
+        at = at.display()
+    );
+    let fs = format!("stackfs:{}", src.display());
+    let out = Command::new(BIN)
+        .args(["run", "--stats", "--fs", &fs, "--at"])
+        .arg(&at)
+        .args(["--", "bash", "-c", &script])
+        .env("FUSEBOX_DIRECT_PRELOAD", preload())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\n",
+        "{}",
+        text(&out)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let hits: u64 = err
+        .split("metadata cache: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cache figures: {err}"));
+    assert!(hits > 0, "the cache never answered: {err}");
+}
+
 #[test]
 fn bad_direct_mode_input_gets_one_clear_line() {
     let s = scratch("direct-errors");

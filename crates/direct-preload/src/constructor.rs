@@ -14,3 +14,16 @@ extern "C" fn on_load() {
 #[used]
 #[link_section = ".init_array"]
 static ON_LOAD: extern "C" fn() = on_load;
+
+extern "C" fn on_exit() {
+    super::at_exit();
+}
+
+/// Run `at_exit` when the program exits normally.
+pub(crate) fn call_at_exit() {
+    // SAFETY: registers a function of the shape atexit wants; it runs
+    // once, at exit, on the exiting thread.
+    unsafe {
+        libc::atexit(on_exit);
+    }
+}

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use fusebox::fs::Filesystem;
-use fusebox_direct::VirtualMount;
+use fusebox_direct::{MetaCache, VirtualMount};
 use fusebox_examples::pathfs::PathPassthrough;
 use fusebox_examples::stackfs::{StackFs, StackOptions};
 
@@ -65,6 +65,27 @@ pub fn build(spec: &str) -> Result<Arc<dyn Filesystem>, String> {
     }
 }
 
+/// At the exit of the run's first process, with FUSEBOX_DIRECT_STATS set:
+/// the metadata cache's figures for the whole run.
+fn at_exit() {
+    // A forked child inherits the registration.
+    if std::env::var(fusebox_direct::STATS_VAR).ok() != Some(std::process::id().to_string()) {
+        return;
+    }
+    match fusebox_direct::cache_stats() {
+        Some(s) => {
+            let all = (s.hits + s.misses).max(1);
+            eprintln!(
+                "fusebox direct mode: metadata cache: {} hits, {} misses ({:.1}% hits)",
+                s.hits,
+                s.misses,
+                100.0 * s.hits as f64 / all as f64
+            );
+        }
+        None => eprintln!("fusebox direct mode: metadata cache: off"),
+    }
+}
+
 /// Called before `main` (see `constructor`).
 fn start() {
     let (Some(spec), Some(at)) = (
@@ -95,6 +116,24 @@ fn start() {
     rustix::process::umask(umask);
     let fs = fs.unwrap_or_else(|e| fail(e));
     let mount = VirtualMount::new(at, fs);
+    let entries = match std::env::var(fusebox_direct::cache::SIZE_VAR) {
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            fail(format!(
+                "{}={v:?}: expected a number of entries",
+                fusebox_direct::cache::SIZE_VAR
+            ))
+        }),
+        Err(_) => fusebox_direct::cache::DEFAULT_ENTRIES,
+    };
+    if let Some(cache) = MetaCache::for_process(entries) {
+        mount.set_metadata_cache(cache);
+    }
+    // The launcher's process id: the program it executed, and whatever
+    // that one executes in its place, reports at exit; other processes
+    // of the run do not.
+    if std::env::var(fusebox_direct::STATS_VAR).ok() == Some(std::process::id().to_string()) {
+        constructor::call_at_exit();
+    }
     mount.adopt_inherited();
     if let Some(cwd) = std::env::var_os(fusebox_direct::CWD_VAR) {
         use std::os::unix::ffi::OsStrExt;

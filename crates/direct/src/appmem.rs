@@ -2,18 +2,29 @@
 //!
 //! A hooked call hands us raw addresses (a path, a buffer, a struct stat to
 //! fill), as the kernel would get them, and the kernel answers EFAULT for
-//! one that is not mapped (pjdfstest checks). So nothing here dereferences
-//! them: every access is a copy by process_vm_readv/process_vm_writev on
-//! this process, which fails with EFAULT where the kernel's copy would.
-//! The one exception, `fresh_mut`, is memory this layer has just mapped.
+//! one that is not mapped (pjdfstest checks). So the first access to a
+//! page is a copy by process_vm_readv/process_vm_writev on this process,
+//! which fails with EFAULT where the kernel's copy would. A page that
+//! copied fine is remembered (per thread, a few pages, read and write
+//! apart) and copied directly after, until the application changes its
+//! mappings (munmap, mremap, mprotect, brk, a MAP_FIXED mmap: `mappings_
+//! may_change`, called before such a call runs). What that leaves: a
+//! buffer another thread unmaps while the call is being served faults
+//! instead of giving EFAULT, as it would with a racing user of the
+//! memory anyway. `fresh_mut` is memory this layer has just mapped.
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use zerocopy::{Immutable, IntoBytes};
 
 use crate::intercept::raw_syscall;
+
+const PAGE: u64 = 4096;
+/// PATH_MAX, with its NUL.
+const PATH_MAX: usize = libc::PATH_MAX as usize;
 
 /// This process's id, for process_vm_readv/writev on itself: asked once,
 /// not at every copy (`forget_pid` after a fork). A CLONE_VM child
@@ -36,28 +47,130 @@ pub(crate) fn forget_pid() {
     PID.store(0, Ordering::Relaxed);
 }
 
-const PAGE: u64 = 4096;
-/// PATH_MAX, with its NUL.
-const PATH_MAX: usize = libc::PATH_MAX as usize;
+/// Bumped whenever the mappings may change: pages known before are not
+/// known any more.
+static MAPPINGS: AtomicU64 = AtomicU64::new(1);
+const KNOWN: usize = 8;
+
+thread_local! {
+    // (page, MAPPINGS when it copied fine); const-initialised, no
+    // destructor: usable in a signal handler and a fresh thread.
+    static READABLE: Cell<[(u64, u64); KNOWN]> = const { Cell::new([(0, 0); KNOWN]) };
+    static WRITABLE: Cell<[(u64, u64); KNOWN]> = const { Cell::new([(0, 0); KNOWN]) };
+    static NEXT_SLOT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The application is about to make a call that may unmap or protect
+/// memory.
+pub(crate) fn mappings_may_change() {
+    MAPPINGS.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Whether a system call may change the mappings (see the module doc).
+pub(crate) fn changes_mappings(nr: i64, a: &[u64; 6]) -> bool {
+    match nr {
+        libc::SYS_munmap
+        | libc::SYS_mremap
+        | libc::SYS_mprotect
+        | libc::SYS_pkey_mprotect
+        | libc::SYS_brk
+        | libc::SYS_shmdt
+        | libc::SYS_remap_file_pages => true,
+        libc::SYS_mmap => a[3] & libc::MAP_FIXED as u64 != 0,
+        libc::SYS_madvise => a[2] == libc::MADV_DONTNEED as u64 || a[2] == libc::MADV_FREE as u64,
+        _ => false,
+    }
+}
+
+type Known = std::thread::LocalKey<Cell<[(u64, u64); KNOWN]>>;
+
+/// The pages `addr..addr+len` (len > 0) covers, if few enough to keep.
+fn pages(addr: u64, len: usize) -> Option<std::ops::RangeInclusive<u64>> {
+    let last = addr.checked_add(len as u64 - 1)?;
+    let range = addr / PAGE..=last / PAGE;
+    (last / PAGE - addr / PAGE < KNOWN as u64 / 2).then_some(range)
+}
+
+fn all_known(set: &'static Known, addr: u64, len: usize) -> bool {
+    let Some(pages) = pages(addr, len) else {
+        return false;
+    };
+    let now = MAPPINGS.load(Ordering::Acquire);
+    let known = set.with(Cell::get);
+    pages
+        .into_iter()
+        .all(|p| known.iter().any(|&(k, e)| k == p && e == now))
+}
+
+fn remember(set: &'static Known, addr: u64, len: usize, epoch: u64) {
+    let Some(pages) = pages(addr, len) else {
+        return;
+    };
+    set.with(|c| {
+        let mut known = c.get();
+        for p in pages {
+            if known.iter().any(|&(k, e)| k == p && e == epoch) {
+                continue;
+            }
+            let slot = NEXT_SLOT.with(|n| {
+                let i = n.get();
+                n.set((i + 1) % KNOWN);
+                i
+            });
+            known[slot] = (p, epoch);
+        }
+        c.set(known);
+    });
+}
 
 /// Copy `into.len()` bytes from the application's `addr`.
 pub(crate) fn read(addr: u64, into: &mut [u8]) -> Result<(), i32> {
+    if into.is_empty() {
+        return Ok(());
+    }
+    if addr >= PAGE && all_known(&READABLE, addr, into.len()) {
+        // SAFETY: every page of the range copied fine through the kernel
+        // since the mappings last may have changed (module doc). A copy
+        // that may overlap: a read to the end of a page can take in our
+        // own buffer, on the same heap or stack page as the argument.
+        unsafe {
+            std::ptr::copy(addr as *const u8, into.as_mut_ptr(), into.len());
+        }
+        return Ok(());
+    }
+    let epoch = MAPPINGS.load(Ordering::Acquire);
     vm_copy(
         libc::SYS_process_vm_readv,
         into.as_mut_ptr(),
         addr,
         into.len(),
-    )
+    )?;
+    remember(&READABLE, addr, into.len(), epoch);
+    Ok(())
 }
 
 /// Copy `data` to the application's `addr`.
 pub(crate) fn write(addr: u64, data: &[u8]) -> Result<(), i32> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    if addr >= PAGE && all_known(&WRITABLE, addr, data.len()) {
+        // SAFETY: as in `read`, for pages that took a write; the
+        // application handed this range to the call to be filled.
+        unsafe {
+            std::ptr::copy(data.as_ptr(), addr as *mut u8, data.len());
+        }
+        return Ok(());
+    }
+    let epoch = MAPPINGS.load(Ordering::Acquire);
     vm_copy(
         libc::SYS_process_vm_writev,
         data.as_ptr().cast_mut(),
         addr,
         data.len(),
-    )
+    )?;
+    remember(&WRITABLE, addr, data.len(), epoch);
+    Ok(())
 }
 
 /// process_vm_readv/writev of `len` bytes between `local` (ours) and the

@@ -11,6 +11,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 mod appmem;
+pub mod cache;
 pub mod intercept;
 mod kabi;
 mod rewrite;
@@ -18,6 +19,7 @@ mod route;
 mod sud;
 pub mod vfs;
 
+pub use cache::MetaCache;
 pub use intercept::{Action, InterceptError, Mechanism, Syscall};
-pub use route::{serve, CWD_VAR};
+pub use route::{cache_stats, serve, CWD_VAR, STATS_VAR};
 pub use vfs::VirtualMount;

@@ -30,7 +30,15 @@ type EnvVar = (Vec<u8>, Vec<u8>);
 /// from a served one (even if it clears its environment).
 const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
 /// Carried too when set.
-const CARRIED_IF_SET: [&str; 1] = [intercept::MECHANISM_VAR];
+const CARRIED_IF_SET: [&str; 4] = [
+    intercept::MECHANISM_VAR,
+    crate::cache::SHARED_VAR,
+    crate::cache::SIZE_VAR,
+    STATS_VAR,
+];
+/// The launcher's process id (which the program it executes keeps): that
+/// process prints the cache's figures at its exit.
+pub const STATS_VAR: &str = "FUSEBOX_DIRECT_STATS";
 /// A served program's working directory inside the mount, for the
 /// program it executes (the kernel's stays outside).
 pub const CWD_VAR: &str = "FUSEBOX_DIRECT_CWD";
@@ -45,6 +53,12 @@ fn our_library(carried: &[EnvVar]) -> &[u8] {
         .unwrap_or_default()
 }
 
+/// The metadata cache's figures for the run so far, if this process
+/// serves a mount with the cache on.
+pub fn cache_stats() -> Option<crate::cache::CacheStats> {
+    MOUNT.get()?.cache_stats()
+}
+
 /// Serve `mount` to this process (and the threads and children it creates
 /// from now on) through system call interception.
 pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
@@ -53,6 +67,14 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
     let carried: Option<Vec<_>> = CARRIED.iter().map(|k| var(k)).collect();
     let carried = carried.map(|mut c| {
         c.extend(CARRIED_IF_SET.iter().filter_map(|k| var(k)));
+        // The page this process shares, whatever the environment said.
+        c.retain(|(k, _)| k != crate::cache::SHARED_VAR.as_bytes());
+        if let Some(fd) = mount.cache_shared_fd() {
+            c.push((
+                crate::cache::SHARED_VAR.as_bytes().to_vec(),
+                fd.to_string().into_bytes(),
+            ));
+        }
         c
     });
     let _ = EXEC_ENV.set(carried);
@@ -197,6 +219,10 @@ fn hook(call: &Syscall) -> Action {
             })),
             None => Action::Pass,
         },
+        // The shared page of the metadata cache stays open: a program
+        // that closes everything before it executes another (Python's
+        // subprocess) must not cut that one off from the run's epoch.
+        SYS_close if m.cache_shared_fd() == Some(fd_arg(a[0])) => Action::Return(0),
         SYS_close => match m.close(fd_arg(a[0])) {
             Some(r) => answer(r),
             None => Action::Pass,
@@ -384,7 +410,25 @@ fn hook(call: &Syscall) -> Action {
             None => Action::Pass,
         },
         SYS_close_range => {
-            let ret = raw_syscall(call.nr, a);
+            let (first, last) = (a[0] as u32, a[1] as u32);
+            let keep = m
+                .cache_shared_fd()
+                .map(|fd| fd as u32)
+                .filter(|fd| (first..=last).contains(fd));
+            let ret = match keep {
+                None => raw_syscall(call.nr, a),
+                // Around the shared page (see close).
+                Some(fd) => {
+                    let mut ret = 0;
+                    if fd > first {
+                        ret = raw_syscall(call.nr, [a[0], u64::from(fd - 1), a[2], 0, 0, 0]);
+                    }
+                    if ret == 0 && fd < last {
+                        ret = raw_syscall(call.nr, [u64::from(fd + 1), a[1], a[2], 0, 0, 0]);
+                    }
+                    ret
+                }
+            };
             if ret == 0 && a[2] as u32 & CLOSE_RANGE_CLOEXEC == 0 {
                 m.closed_range(a[0] as u32, a[1] as u32);
             }

@@ -338,6 +338,9 @@ pub(crate) extern "C" fn on_trampoline(regs: &mut SavedRegs) {
         // Our own code (the hook's libc calls, a handler interrupting the
         // hook), or a thread that is not armed: what dispatch would let
         // through.
+        if appmem::changes_mappings(nr, &args) {
+            appmem::mappings_may_change();
+        }
         regs.rax = raw_syscall(nr, args) as u64;
         return;
     }
@@ -461,6 +464,9 @@ fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
     let a = call.args;
     if rewrite::enabled() && rewrite::reads_page_zero(call.nr, &a) {
         return -(libc::EFAULT as i64);
+    }
+    if appmem::changes_mappings(call.nr, &a) {
+        appmem::mappings_may_change();
     }
     match call.nr {
         libc::SYS_rt_sigreturn => {

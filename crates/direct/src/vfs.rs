@@ -22,6 +22,7 @@ use fusebox::protocol::{DataOut, DirEntries};
 use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 
 use crate::appmem::UserBuf;
+use crate::cache::{CacheStats, MetaCache};
 use crate::intercept::raw_syscall;
 
 /// A call's result as the kernel gives it: a value or an errno.
@@ -188,6 +189,8 @@ pub struct VirtualMount {
     state: Mutex<State>,
     /// Whether `state.files` holds anything, kept by `StateGuard`.
     any_open: std::sync::atomic::AtomicBool,
+    /// Attributes by path (`cache.rs`), when on.
+    cache: std::sync::OnceLock<MetaCache>,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -263,6 +266,29 @@ impl VirtualMount {
                 ..State::default()
             }),
             any_open: Default::default(),
+            cache: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keep attributes by path in `cache` (see `cache.rs`).
+    pub fn set_metadata_cache(&self, cache: MetaCache) {
+        let _ = self.cache.set(cache);
+    }
+
+    /// The metadata cache's shared page descriptor, if the cache is on.
+    pub(crate) fn cache_shared_fd(&self) -> Option<i32> {
+        self.cache.get().map(MetaCache::shared_fd)
+    }
+
+    /// The metadata cache's hits and misses, if it is on.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.get().map(MetaCache::stats)
+    }
+
+    /// A change through the mount: cached attributes are stale now.
+    fn changed(&self) {
+        if let Some(c) = self.cache.get() {
+            c.changed();
         }
     }
 
@@ -754,6 +780,9 @@ impl VirtualMount {
     }
 
     pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
+        if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+            self.changed();
+        }
         let ctx = Self::ctx();
         let mut looked = self.looked();
         // O_CREAT|O_EXCL never follows a symlink at the end: it fails on
@@ -989,6 +1018,7 @@ impl VirtualMount {
         data: &[u8],
         at: Option<u64>,
     ) -> SysResult {
+        self.changed();
         if file.dir {
             return Err(libc::EISDIR);
         }
@@ -1083,10 +1113,21 @@ impl VirtualMount {
     }
 
     pub(crate) fn stat(&self, path: &[u8], follow: bool) -> Result<FileAttr, i32> {
+        let cache = self.cache.get();
+        if let Some(attr) = cache.and_then(|c| c.get(path, follow)) {
+            return Ok(attr);
+        }
+        // Read before asking: a change made meanwhile keeps this answer
+        // out of the cache.
+        let epoch = cache.map(MetaCache::epoch);
         let mut looked = self.looked();
         let r = self.resolve(path, follow, &mut looked)?;
         let (node, _) = r.node.ok_or(libc::ENOENT)?;
-        Ok(self.fs.getattr(&Self::ctx(), node, None).map_err(err)?.attr)
+        let reply = self.fs.getattr(&Self::ctx(), node, None).map_err(err)?;
+        if let (Some(c), Some(epoch)) = (cache, epoch) {
+            c.put(path, follow, reply.attr, reply.ttl, epoch);
+        }
+        Ok(reply.attr)
     }
 
     pub(crate) fn access(&self, path: &[u8], mode: i32, follow: bool) -> SysResult {
@@ -1160,6 +1201,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1180,6 +1222,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1207,6 +1250,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn link(&self, from: &[u8], to: &[u8], follow: bool) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let a = self.resolve(from, follow, &mut looked)?;
         let (node, attr) = a.node.ok_or(libc::ENOENT)?;
@@ -1227,6 +1271,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn unlink(&self, path: &[u8], dir: bool) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         let (_, attr) = r.node.ok_or(libc::ENOENT)?;
@@ -1244,6 +1289,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let a = self.resolve(from, false, &mut looked)?;
         let b = self.resolve(to, false, &mut looked)?;
@@ -1279,6 +1325,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
+        self.changed();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1304,6 +1351,7 @@ impl VirtualMount {
         file: Option<&OpenFile>,
         size: i64,
     ) -> SysResult {
+        self.changed();
         if size < 0 {
             return Err(libc::EINVAL);
         }
@@ -1334,6 +1382,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> SysResult {
+        self.changed();
         if offset < 0 || len <= 0 {
             return Err(libc::EINVAL);
         }
@@ -1484,6 +1533,7 @@ impl VirtualMount {
         value: &[u8],
         flags: i32,
     ) -> SysResult {
+        self.changed();
         let (node, _, _looked) = self.node_of(target)?;
         let args = fusebox::fs::ops::Setxattr {
             name: OsStr::from_bytes(name),
@@ -1499,6 +1549,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn removexattr(&self, target: &Target<'_>, name: &[u8]) -> SysResult {
+        self.changed();
         let (node, _, _looked) = self.node_of(target)?;
         match self
             .fs
@@ -1512,6 +1563,7 @@ impl VirtualMount {
 
     /// chmod, chown, utimensat: a SETATTR with the fields given.
     pub(crate) fn setattr(&self, target: &Target<'_>, mut change: SetAttr) -> SysResult {
+        self.changed();
         let (node, fh, _looked) = self.node_of(target)?;
         change.fh = fh;
         self.fs.setattr(&Self::ctx(), node, &change).map_err(err)?;
