@@ -55,8 +55,105 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
         }
         Kind::Replacement { inodes, .. } => make_files(&dataset_dir(backing, w), *inodes, 4096),
+        Kind::Tree { op, .. } => {
+            let archive = tree_archive(backing)?;
+            if *op == TreeOp::GitStatus {
+                let repo = dataset_dir(backing, w);
+                if !repo.join(".git").exists() {
+                    fs::create_dir_all(&repo)?;
+                    sh(&repo, &format!("tar xf {}", archive.display()))?;
+                    sh(
+                        &repo,
+                        "git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree",
+                    )?;
+                }
+            }
+            Ok(())
+        }
         _ => Ok(()),
     }
+}
+
+/// The tree the `Tree` workloads use: /usr/include as an archive at the
+/// backing directory's root, made once.
+const TREE_ARCHIVE: &str = "tree-usr-include.tar";
+const TREE_SOURCE: &str = "/usr/include";
+
+fn tree_archive(backing: &Path) -> Result<PathBuf> {
+    let archive = backing.join(TREE_ARCHIVE);
+    if !archive.exists() {
+        if !Path::new(TREE_SOURCE).is_dir() {
+            bail!("{TREE_SOURCE} is missing: the tree workloads archive it (apt-get install libc6-dev)");
+        }
+        let partial = backing.join(format!("{TREE_ARCHIVE}.partial"));
+        sh(
+            backing,
+            &format!("tar cf {} -C / {}", partial.display(), &TREE_SOURCE[1..]),
+        )?;
+        fs::rename(&partial, &archive)?;
+    }
+    Ok(archive)
+}
+
+/// Run a shell command in `dir`; its output is shown only if it fails.
+fn sh(dir: &Path, command: &str) -> Result<()> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("running {command}"))?;
+    if !out.status.success() {
+        bail!(
+            "{command} in {}: {}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// CPU seconds of this process's children that have been waited for.
+fn children_cpu() -> f64 {
+    crate::subject::children_cpu_seconds(std::process::id()).unwrap_or(0.0)
+}
+
+fn run_tree(op: TreeOp, runs: u32, root: &Path, work: &Path) -> Result<Sample> {
+    let cpu0 = children_cpu();
+    let start = Instant::now();
+    let ops = match op {
+        TreeOp::TarExtract => {
+            fs::create_dir_all(work)?;
+            sh(
+                work,
+                &format!("tar xf {}", root.join(TREE_ARCHIVE).display()),
+            )?;
+            // Entries extracted: what the rate is of.
+            let out = std::process::Command::new("tar")
+                .arg("tf")
+                .arg(root.join(TREE_ARCHIVE))
+                .output()?;
+            let secs = start.elapsed().as_secs_f64();
+            let entries = out.stdout.iter().filter(|&&c| c == b'\n').count() as f64;
+            return Ok(Sample {
+                value: entries / secs,
+                workload_cpu_s: children_cpu() - cpu0,
+                ops: Some(entries),
+            });
+        }
+        TreeOp::GitStatus => {
+            for _ in 0..runs {
+                sh(work, "git status --porcelain >/dev/null")?;
+            }
+            runs as f64
+        }
+    };
+    let secs = start.elapsed().as_secs_f64();
+    Ok(Sample {
+        value: ops / secs,
+        workload_cpu_s: children_cpu() - cpu0,
+        ops: Some(ops),
+    })
 }
 
 /// Undo what a run changed, so the next subject starts from the same state.
@@ -66,6 +163,11 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
         Kind::Fio(f) if f.rw.is_read() => Ok(()),
         // Replacing the server changes no file.
         Kind::Replacement { .. } => Ok(()),
+        // The repository is made once; only its index changes.
+        Kind::Tree {
+            op: TreeOp::GitStatus,
+            ..
+        } => Ok(()),
         Kind::Files(f)
             if f.dataset == FilesDataset::Backing
                 && matches!(
@@ -147,6 +249,12 @@ pub fn populate(w: &Workload, dir: &Path) -> Result<()> {
                 ),
             }
         }
+        // The index holds the backing directory's device and inode numbers:
+        // one untimed status refreshes it for this mount.
+        Kind::Tree {
+            op: TreeOp::GitStatus,
+            ..
+        } => sh(&dataset_dir(dir, w), "git status --porcelain >/dev/null"),
         // The kernel learns every file (a LOOKUP each), so the server has
         // that many nodes to hand over.
         Kind::Replacement { inodes, .. } => {
@@ -194,6 +302,7 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
         Kind::Replacement { how, probe, inodes } => {
             run_replacement(*how, *probe, *inodes, dir, &work)
         }
+        Kind::Tree { op, runs } => run_tree(*op, *runs, dir, &work),
     }
 }
 

@@ -2,8 +2,8 @@
 //! native filesystem, fusebox and peer frameworks, in one interleaved run.
 //!
 //! - [`workload`]: the named, versioned suites;
-//! - [`subject`], [`peers`], [`compat`] and [`blk`]: what is measured, each mounted
-//!   over the same backing directory;
+//! - [`subject`], [`peers`], [`compat`], [`blk`] and [`direct`]: what is
+//!   measured, each mounted over (or serving) the same backing directory;
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
 //! - [`floor`]: what one round trip between two processes costs here;
@@ -15,6 +15,7 @@
 
 pub mod blk;
 pub mod compat;
+pub mod direct;
 pub mod engine;
 pub mod floor;
 pub mod peers;

@@ -686,6 +686,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         }
         let subjects = match &w.target {
             Target::Backing => backing_subjects(o),
+            Target::Direct => crate::direct::subjects(&o.fusebox_bin, &o.suite),
             Target::Knobs => knob_subjects(o),
             Target::NullFs => nullfs_subjects(o),
             Target::TimingFs { profile } => timingfs_subjects(o, profile),
@@ -871,8 +872,10 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         .subject
         .mount(backing, &mnt)
         .with_context(|| format!("mounting {}", p.info.name))?;
-    engine::populate(w, &mounted.dir)
-        .with_context(|| format!("populating {} for {}", p.info.name, w.name))?;
+    if mounted.direct.is_none() {
+        engine::populate(w, &mounted.dir)
+            .with_context(|| format!("populating {} for {}", p.info.name, w.name))?;
+    }
     if w.drop_caches {
         drop_caches();
     }
@@ -886,7 +889,11 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     let stats0 = fetch_stats();
     let cpu0 = mounted.daemon_cpu_seconds();
     let switches0 = mounted.daemon_ctx_switches();
-    let sample = engine::run(w, &mounted.dir);
+    let sample = match &mounted.direct {
+        // Set-up and run in a direct-mode process of their own.
+        Some(launch) => crate::direct::run(launch, &w.name, &mounted.dir),
+        None => engine::run(w, &mounted.dir),
+    };
     // A replaced server takes its CPU time and switches with it: no cost
     // per operation for those workloads.
     let replaced = matches!(w.kind, workload::Kind::Replacement { .. });

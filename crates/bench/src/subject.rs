@@ -21,6 +21,9 @@ pub struct Mounted {
     unmount: Option<PathBuf>,
     /// Run first when dropped (block devices: detach, stop the server).
     cleanup: Option<Box<dyn FnOnce() + Send>>,
+    /// Direct mode: nothing is mounted; the workload runs in a process
+    /// started this way, which serves `dir` to itself.
+    pub direct: Option<crate::direct::DirectLaunch>,
 }
 
 impl Mounted {
@@ -32,7 +35,15 @@ impl Mounted {
             child: None,
             unmount: None,
             cleanup: None,
+            direct: None,
         }
+    }
+
+    /// Direct mode at `dir` (see `crate::direct`).
+    pub fn direct(dir: &Path, launch: crate::direct::DirectLaunch) -> Mounted {
+        let mut m = Mounted::native(dir);
+        m.direct = Some(launch);
+        m
     }
 
     /// Something set up outside the daemon model (a loop device over a
@@ -50,6 +61,7 @@ impl Mounted {
             child: None,
             unmount: None,
             cleanup: Some(Box::new(cleanup)),
+            direct: None,
         }
     }
 
@@ -62,6 +74,7 @@ impl Mounted {
             child: Some(child),
             unmount: Some(mnt.to_path_buf()),
             cleanup: None,
+            direct: None,
         }
     }
 
@@ -155,12 +168,22 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
 }
 
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    // utime and stime are fields 14 and 15 of the whole line.
+    stat_seconds(pid, 11)
+}
+
+/// CPU seconds of the children `pid` has waited for (cutime + cstime).
+pub fn children_cpu_seconds(pid: u32) -> Option<f64> {
+    stat_seconds(pid, 13)
+}
+
+/// Two clock-tick fields of /proc/PID/stat, from `at` counted after the
+/// ")" that closes the command name, in seconds.
+fn stat_seconds(pid: u32, at: usize) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the ")" that closes the command name; utime and stime
-    // are fields 14 and 15 of the whole line.
     let rest = &stat[stat.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let ticks = f.get(at)?.parse::<f64>().ok()? + f.get(at + 1)?.parse::<f64>().ok()?;
     Some(ticks / clock_ticks_per_second())
 }
 

@@ -12,6 +12,10 @@ pub enum Target {
     /// Every passthrough subject over the shared backing directory
     /// (native, peers, fusebox stackfs variants).
     Backing,
+    /// stackfs over the backing directory through the kernel (both
+    /// transports) and in direct mode (`fusebox run --fs`, the workload
+    /// inside the process that serves it), against native.
+    Direct,
     /// fusebox's nullfs (framework cost only), per transport; native
     /// tmpfs as the baseline.
     NullFs,
@@ -72,6 +76,7 @@ impl Target {
         matches!(
             self,
             Target::Backing
+                | Target::Direct
                 | Target::Knobs
                 | Target::Peer
                 | Target::PeerNoCache
@@ -218,6 +223,12 @@ pub enum Kind {
         files: u32,
         runtime: Duration,
     },
+    /// Real programs over a source tree (/usr/include, made into an
+    /// archive at the backing directory's root).
+    Tree {
+        op: TreeOp,
+        runs: u32,
+    },
     /// The longest a probe waits while the server is replaced once, with
     /// `inodes` files known to the kernel (looked up through the mount).
     Replacement {
@@ -225,6 +236,16 @@ pub enum Kind {
         probe: Probe,
         inodes: u32,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TreeOp {
+    /// `tar xf` of the archive into an empty directory: files per second.
+    TarExtract,
+    /// `git status` in a repository of the tree (made on the backing
+    /// directory, its index refreshed through the mount before timing):
+    /// runs per second.
+    GitStatus,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -268,6 +289,7 @@ impl Workload {
             Kind::Fio(f) => Some(f.threads),
             Kind::Files(f) => Some(f.threads),
             Kind::FxMark { threads, .. } | Kind::Macro { threads, .. } => Some(*threads),
+            Kind::Tree { .. } => Some(1),
             Kind::Latency { .. } | Kind::Replacement { .. } => None,
         }
     }
@@ -566,7 +588,7 @@ pub struct Suite {
 
 pub const SUITES: &[&str] = &[
     "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later",
-    "recovery", "compat", "blk", "all",
+    "recovery", "compat", "blk", "direct", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -587,6 +609,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         "recovery" => (recovery(), 7, 1),
         "compat" => (compat(), 3, 1),
         "blk" => (blk(), 3, 1),
+        "direct" => (direct(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -652,6 +675,82 @@ fn fastpath() -> Vec<Workload> {
                 file_size: 16,
                 dataset: FilesDataset::JustCreated,
             }),
+            drop_caches: false,
+        });
+    }
+    w
+}
+
+/// Direct mode (issue 18's targets), native vs the kernel path vs direct
+/// mode, all stackfs over the backing tmpfs: create, stat and unlink rates
+/// (on files just created through the same mount), 4 KiB O_DIRECT random
+/// reads, filebench's fileserver, and tar x / git status of a source tree.
+fn direct() -> Vec<Workload> {
+    let mut w = vec![];
+    for (phase, label) in [
+        (FilesPhase::Create, "create"),
+        (FilesPhase::Stat, "stat"),
+        (FilesPhase::Delete, "unlink"),
+    ] {
+        w.push(Workload {
+            name: format!("direct/{label}-10000"),
+            group: "direct",
+            description: "10,000 files (create: open O_CREAT, 16-byte write, close); stat and unlink run on files just created through the same mount".into(),
+            target: Target::Direct,
+            kind: Kind::Files(Files {
+                phase,
+                count: 10_000,
+                threads: 1,
+                file_size: 16,
+                dataset: FilesDataset::JustCreated,
+            }),
+            drop_caches: false,
+        });
+    }
+    w.push(fio(
+        "direct",
+        "direct/rnd-rd-4k-direct-1th".into(),
+        "fio randread 4 KiB O_DIRECT psync, 1 thread, 5 s".into(),
+        Fio {
+            rw: FioRw::RandRead,
+            bs: 4 * KIB,
+            threads: 1,
+            file_per_thread: false,
+            size: 256 * MIB,
+            direct: true,
+            fsync_at_end: false,
+            fdatasync_every_write: false,
+            runtime: Duration::from_secs(5),
+            async_depth: None,
+        },
+    ));
+    if let Some(last) = w.last_mut() {
+        last.target = Target::Direct;
+        last.drop_caches = false;
+    }
+    w.push(Workload {
+        name: "direct/fileserver".into(),
+        group: "direct",
+        description: "filebench fileserver personality (Prefuse's workload), 2 threads, 1,000 files, 5 s; every flowop an operation".into(),
+        target: Target::Direct,
+        kind: Kind::Macro {
+            personality: Personality::Fileserver,
+            threads: 2,
+            files: 1_000,
+            runtime: Duration::from_secs(5),
+        },
+        drop_caches: false,
+    });
+    for (op, label, runs, description) in [
+        (TreeOp::TarExtract, "tar-x", 1, "tar xf of /usr/include (about 8,000 files, archive read through the mount): files per second"),
+        (TreeOp::GitStatus, "git-status", 5, "git status in a repository of /usr/include (index refreshed through the mount first), 5 runs: runs per second"),
+    ] {
+        w.push(Workload {
+            name: format!("direct/{label}"),
+            group: "direct",
+            description: description.into(),
+            target: Target::Direct,
+            kind: Kind::Tree { op, runs },
             drop_caches: false,
         });
     }

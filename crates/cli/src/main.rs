@@ -58,6 +58,17 @@ enum Command {
     /// Run the papers' workloads on native, fusebox and peer frameworks
     /// side by side, and write a report.
     Bench(bench::BenchArgs),
+    /// One workload of a suite, run in this process (the bench starts it
+    /// under `fusebox run --fs` for the direct-mode subjects).
+    #[command(hide = true)]
+    BenchWorker {
+        #[arg(long)]
+        suite: String,
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 fn init_logging(verbose: u8) {
@@ -129,6 +140,11 @@ fn main() -> Result<()> {
         }
         Command::Stats(args) => stats::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::BenchWorker {
+            suite,
+            workload,
+            dir,
+        } => fusebox_bench::direct::worker(&suite, &workload, &dir),
         Command::Blk(cmd) => blk::run(cmd),
         Command::List => {
             for m in fusebox::mount::fuse_mounts() {

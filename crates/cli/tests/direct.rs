@@ -243,6 +243,13 @@ subprocess.run(["sh", "-c", "echo more >> f"], check=True)
 print(os.stat("f").st_size)
 os.rename("f", "g")
 print(os.path.exists("f"), os.path.exists("g"))
+os.makedirs("a/b")
+open("a/b/h", "w").close()
+for _ in range(3): os.stat("a/b/h")
+subprocess.run(["mv", "a", "c"], check=True)
+print(os.path.exists("a/b/h"), os.path.exists("c/b/h"))
+subprocess.run(["rm", "c/b/h"], check=True)
+print(os.path.exists("c/b/h"), os.listdir("c/b"))
 '
 "#,
         at = at.display()
@@ -257,7 +264,7 @@ print(os.path.exists("f"), os.path.exists("g"))
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\n",
+        "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\nFalse True\nFalse []\n",
         "{}",
         text(&out)
     );
@@ -269,6 +276,58 @@ print(os.path.exists("f"), os.path.exists("g"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no cache figures: {err}"));
     assert!(hits > 0, "the cache never answered: {err}");
+}
+
+/// posix_spawn's child shares its parent's memory (CLONE_VM) until it
+/// executes: a chdir action into the mount, or out of it while the parent
+/// works inside, is the child's alone, and the program it runs starts
+/// there, also after a failed exec along PATH (Rust's and Go's Command
+/// with a working directory do this).
+#[test]
+fn posix_spawn_children_start_where_their_chdir_action_says() {
+    let s = scratch("direct-spawn");
+    let src = s.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/f"), "hello\n").unwrap();
+    let at = s.path().join("mnt");
+    let script = format!(
+        r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def spawn(cwd, command):
+    actions = ctypes.create_string_buffer(256)
+    libc.posix_spawn_file_actions_init(actions)
+    libc.posix_spawn_file_actions_addchdir_np(actions, cwd.encode())
+    argv = (ctypes.c_char_p * 4)(b"/bin/sh", b"-c", command.encode(), None)
+    env = [f"{{k}}={{v}}".encode() for k, v in os.environ.items()] + [None]
+    envp = (ctypes.c_char_p * len(env))(*env)
+    pid = ctypes.c_int()
+    # posix_spawnp: sh searched along PATH, a failed exec first.
+    err = libc.posix_spawnp(ctypes.byref(pid), b"sh", actions, None, argv, envp)
+    assert err == 0, os.strerror(err)
+    sys.stdout.flush()
+    os.waitpid(pid.value, 0)
+os.environ["PATH"] = "/nonexistent-dir:" + os.environ["PATH"]
+spawn("{at}/sub", "pwd; cat f")
+print(os.getcwd())
+os.chdir("{at}/sub")
+spawn("/", "pwd")
+print(os.getcwd())
+"#,
+        at = at.display()
+    );
+    let fs = format!("stackfs:{}", src.display());
+    let out = direct(&fs, &at, &["python3", "-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "{at}/sub\nhello\n{cwd}\n/\n{at}/sub\n",
+            at = at.display(),
+            cwd = std::env::current_dir().unwrap().display()
+        ),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -31,7 +31,7 @@ const PATH_MAX: usize = libc::PATH_MAX as usize;
 /// (posix_spawn's) keeps its parent's, which names the same memory.
 static PID: AtomicU32 = AtomicU32::new(0);
 
-fn pid() -> u32 {
+pub(crate) fn pid() -> u32 {
     match PID.load(Ordering::Relaxed) {
         0 => {
             let pid = raw_syscall(libc::SYS_getpid, [0; 6]) as u32;

@@ -14,13 +14,26 @@
 //!
 //! Changes made outside the run, straight to the source directory, are
 //! seen when the TTL runs out, exactly as on the kernel path.
+//!
+//! Beside it, the directories a walk passes through (`Dentries`): the
+//! node a name in a directory leads to, holding one lookup reference so
+//! the filesystem keeps the node (as the kernel's dentry cache does), for
+//! the filesystem's entry TTL and while that name was not removed or
+//! moved away anywhere in the run: unlink, rmdir and rename bump a shared
+//! counter picked by a hash of the name (`NAME_SLOTS` of them), so
+//! removing one file leaves the walks through every directory cached.
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use fusebox::fs::Filesystem;
 use fusebox::types::FileAttr;
+use fusebox::NodeId;
 
 /// Names the shared page's descriptor to the programs the run executes.
 pub const SHARED_VAR: &str = "FUSEBOX_DIRECT_SHARED";
@@ -32,12 +45,29 @@ const MEMFD_NAME: &str = "fusebox-direct-shared";
 /// number their own (a program may still close it; see above).
 const SHARED_FD_FLOOR: i32 = 1000;
 
+const NAME_SLOTS: usize = 2048;
+/// The shared memory's size: `Shared`, rounded up to pages.
+const SHARED_BYTES: usize = 5 * 4096;
+
 /// The shared page.
 #[repr(C)]
 pub struct Shared {
     epoch: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Bumped when a name hashing to the slot goes away or moves.
+    names: [AtomicU64; NAME_SLOTS],
+}
+
+const _: () = assert!(std::mem::size_of::<Shared>() <= SHARED_BYTES);
+
+fn name_slot(name: &[u8]) -> usize {
+    // FNV-1a: stable across processes (the slots are shared), cheap.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % NAME_SLOTS as u64) as usize
 }
 
 #[derive(Clone, Copy)]
@@ -130,6 +160,38 @@ impl MetaCache {
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// `name` was removed or moved away somewhere in the run: cached
+    /// walks through it may be wrong.
+    pub fn name_gone(&self, name: &[u8]) {
+        self.shared.names[name_slot(name)].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The directory-walk cache for `fs`, sized like this one, sharing
+    /// its page.
+    pub(crate) fn dentries(&self, fs: Arc<dyn Filesystem>) -> Dentries {
+        let graveyard: Arc<Mutex<Vec<NodeId>>> = Arc::default();
+        let dead = graveyard.clone();
+        Dentries {
+            entries: moka::sync::Cache::builder()
+                .max_capacity(
+                    self.entries
+                        .policy()
+                        .max_capacity()
+                        .unwrap_or(DEFAULT_ENTRIES),
+                )
+                .eviction_listener(move |_, d: Dentry, _| {
+                    dead.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(d.node)
+                })
+                .build(),
+            shared: self.shared,
+            fs,
+            walks: AtomicUsize::new(0),
+            graveyard,
+        }
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.shared.hits.load(Ordering::Relaxed),
@@ -140,7 +202,7 @@ impl MetaCache {
 
 fn create() -> Option<(i32, &'static Shared)> {
     let fd = rustix::fs::memfd_create(MEMFD_NAME, rustix::fs::MemfdFlags::empty()).ok()?;
-    rustix::fs::ftruncate(&fd, 4096).ok()?;
+    rustix::fs::ftruncate(&fd, SHARED_BYTES as u64).ok()?;
     use std::os::fd::{AsRawFd, IntoRawFd};
     // Inherited by executed programs, so not close-on-exec.
     let high = rustix::io::fcntl_dupfd_cloexec(&fd, SHARED_FD_FLOOR)
@@ -164,18 +226,23 @@ fn inherited(fd: i32) -> Option<&'static Shared> {
     if !link.to_string_lossy().starts_with(&expected) {
         return None;
     }
+    // A page of another layout (another build's run) is not joined.
+    let len = std::fs::metadata(format!("/proc/self/fd/{fd}")).ok()?.len();
+    if len != SHARED_BYTES as u64 {
+        return None;
+    }
     map(fd)
 }
 
 fn map(fd: i32) -> Option<&'static Shared> {
-    // SAFETY: a new shared mapping of one page of a memfd that is at
-    // least a page long (made so by `create`); it is never unmapped, so
+    // SAFETY: a new shared mapping of the first SHARED_BYTES of a memfd
+    // that long (made so by `create`; `inherited` checks the size); it is never unmapped, so
     // the reference lives as long as the process. The page holds only
     // atomics, which every process of the run updates atomically.
     unsafe {
         let p = libc::mmap(
             std::ptr::null_mut(),
-            4096,
+            SHARED_BYTES,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             fd,
@@ -185,5 +252,99 @@ fn map(fd: i32) -> Option<&'static Shared> {
             return None;
         }
         Some(&*(p as *const Shared))
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Dentry {
+    pub node: NodeId,
+    pub attr: FileAttr,
+    names: u64,
+    until: Instant,
+}
+
+/// Names in directories that walks went through (see the module doc). An
+/// entry owns one lookup reference of its node, given back (forget) when
+/// it leaves the cache for whatever reason — but not while any walk is
+/// under way, as one may be using the node it just got from here: those
+/// wait in the graveyard until no walk is.
+pub(crate) struct Dentries {
+    entries: moka::sync::Cache<(NodeId, Vec<u8>), Dentry>,
+    shared: &'static Shared,
+    fs: Arc<dyn Filesystem>,
+    /// Operations under way that may hold a node got from here.
+    walks: AtomicUsize,
+    graveyard: Arc<Mutex<Vec<NodeId>>>,
+}
+
+impl Dentries {
+    pub fn get(&self, parent: NodeId, name: &[u8]) -> Option<Dentry> {
+        let key = (parent, name.to_vec());
+        let d = self.entries.get(&key)?;
+        if d.names == self.name_stamp(name) && d.until > Instant::now() {
+            return Some(d);
+        }
+        self.entries.invalidate(&key);
+        None
+    }
+
+    /// Keep `node` (whose lookup reference the caller hands over) under
+    /// `name` in `parent` for `ttl`, if the name did not go away since
+    /// `names` (its `name_stamp`, read before the lookup). Returns false,
+    /// the reference not taken, when it is not kept.
+    pub fn put(
+        &self,
+        parent: NodeId,
+        name: &[u8],
+        node: NodeId,
+        attr: FileAttr,
+        ttl: Duration,
+        names: u64,
+    ) -> bool {
+        if ttl.is_zero() || names != self.name_stamp(name) {
+            return false;
+        }
+        let d = Dentry {
+            node,
+            attr,
+            names,
+            until: Instant::now() + ttl,
+        };
+        self.entries.insert((parent, name.to_vec()), d);
+        true
+    }
+
+    pub fn name_stamp(&self, name: &[u8]) -> u64 {
+        self.shared.names[name_slot(name)].load(Ordering::Acquire)
+    }
+
+    /// An operation that may use nodes from here starts.
+    pub fn enter(&self) {
+        self.walks.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// It is done; the last one out gives back what left the cache.
+    pub fn leave(&self) {
+        if self.walks.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let mut dead = self
+            .graveyard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Checked again under the lock: a walk that started since may
+        // hold one of these (it cannot get one after: they are out of the
+        // cache).
+        if self.walks.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        for node in dead.drain(..) {
+            self.fs.forget(node, 1);
+        }
+    }
+
+    /// In a forked child: walks of other threads were left behind.
+    pub fn forked(&self) {
+        self.walks.store(0, Ordering::Release);
     }
 }

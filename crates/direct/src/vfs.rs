@@ -22,7 +22,7 @@ use fusebox::protocol::{DataOut, DirEntries};
 use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 
 use crate::appmem::UserBuf;
-use crate::cache::{CacheStats, MetaCache};
+use crate::cache::{CacheStats, Dentries, MetaCache};
 use crate::intercept::raw_syscall;
 
 /// A call's result as the kernel gives it: a value or an errno.
@@ -124,10 +124,31 @@ impl Drop for OpenFile {
     }
 }
 
-/// Lookups made while resolving one path, given back when it is done.
+/// Ends a change (`VirtualMount::changing`).
+struct Change<'a> {
+    cache: Option<&'a MetaCache>,
+    /// Names removed or moved away by it: cached walks through them are
+    /// stale too.
+    gone: Vec<Vec<u8>>,
+}
+
+impl Drop for Change<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.cache {
+            c.changed();
+            for name in &self.gone {
+                c.name_gone(name);
+            }
+        }
+    }
+}
+
+/// Lookups made while resolving one path, given back when it is done
+/// (nodes from the walk cache are the cache's, not counted here).
 struct Looked<'a> {
     fs: &'a dyn Filesystem,
     nodes: Vec<NodeId>,
+    dentries: Option<&'a Dentries>,
 }
 
 impl Looked<'_> {
@@ -144,6 +165,9 @@ impl Drop for Looked<'_> {
         for &n in &self.nodes {
             self.fs.forget(n, 1);
         }
+        if let Some(d) = self.dentries {
+            d.leave();
+        }
     }
 }
 
@@ -155,6 +179,9 @@ struct Resolved {
     name: Option<Vec<u8>>,
     /// The node the path names, if it exists.
     node: Option<(NodeId, FileAttr)>,
+    /// How long those attributes (always just given by the filesystem,
+    /// never from the walk cache) may be trusted.
+    attr_ttl: std::time::Duration,
     /// The path inside the mount, normalised ("" for the root).
     path: Vec<u8>,
 }
@@ -177,6 +204,7 @@ impl Resolved {
             parent,
             name: Some(name),
             node,
+            attr_ttl: Default::default(),
             path,
         }
     }
@@ -191,6 +219,8 @@ pub struct VirtualMount {
     any_open: std::sync::atomic::AtomicBool,
     /// Attributes by path (`cache.rs`), when on.
     cache: std::sync::OnceLock<MetaCache>,
+    /// Directories walks went through, with it.
+    dentries: std::sync::OnceLock<Dentries>,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -235,11 +265,84 @@ struct State {
     /// but not the descriptors (posix_spawn's CLONE_VM clone) must not
     /// change it: its descriptors are its own.
     owner: u32,
+    /// Working directories such children changed to before their exec
+    /// (posix_spawn's chdir action), by process: Some inside the mount,
+    /// None outside it (the kernel's, which is theirs). Kept through the
+    /// child's failed execs (execvp tries each PATH entry); dropped when
+    /// another such child finds it no longer shares our memory.
+    spawned_cwd: HashMap<SpawnedChild, Option<Vec<u8>>>,
+}
+
+/// A process sharing our memory: its id and start time (an id may be
+/// reused by a later one).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct SpawnedChild {
+    pid: u32,
+    started: u64,
+}
+
+impl SpawnedChild {
+    fn me() -> SpawnedChild {
+        let started = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                // starttime: field 22, the 20th after the ")" ending comm.
+                let rest = &s[s.rfind(')')? + 2..];
+                rest.split_whitespace().nth(19)?.parse().ok()
+            })
+            .unwrap_or(0);
+        SpawnedChild {
+            pid: std::process::id(),
+            started,
+        }
+    }
+
+    /// Whether it still shares our memory (it has not executed nor
+    /// exited): kcmp(2) KCMP_VM.
+    fn shares_memory(&self) -> bool {
+        const KCMP_VM: u64 = 1;
+        let me = std::process::id();
+        raw_syscall(
+            libc::SYS_kcmp,
+            [u64::from(me), u64::from(self.pid), KCMP_VM, 0, 0, 0],
+        ) == 0
+    }
 }
 
 impl State {
     fn shared_child(&self) -> bool {
         std::process::id() != self.owner
+    }
+
+    /// A shared child's working directory change.
+    fn spawned_chdir(&mut self, cwd: Option<Vec<u8>>) {
+        let me = SpawnedChild::me();
+        self.spawned_cwd
+            .retain(|c, _| *c == me || c.shares_memory());
+        self.spawned_cwd.insert(me, cwd);
+    }
+
+    /// The working directory inside the mount of the calling process, or
+    /// None if it is the kernel's.
+    fn cwd(&self) -> Option<&Vec<u8>> {
+        // Asking who we are costs a system call: only when it can matter.
+        if !self.spawned_cwd.is_empty() && self.shared_child() {
+            if let Some(c) = self.spawned_cwd.get(&SpawnedChild::me()) {
+                return c.as_ref();
+            }
+        }
+        self.cwd.as_ref()
+    }
+
+    /// The kernel's working directory of the calling process.
+    fn real_cwd(&self) -> std::borrow::Cow<'_, [u8]> {
+        if !self.spawned_cwd.is_empty()
+            && self.shared_child()
+            && self.spawned_cwd.contains_key(&SpawnedChild::me())
+        {
+            return kernel_cwd().into();
+        }
+        self.real_cwd.as_slice().into()
     }
 }
 
@@ -267,11 +370,13 @@ impl VirtualMount {
             }),
             any_open: Default::default(),
             cache: std::sync::OnceLock::new(),
+            dentries: std::sync::OnceLock::new(),
         }
     }
 
     /// Keep attributes by path in `cache` (see `cache.rs`).
     pub fn set_metadata_cache(&self, cache: MetaCache) {
+        let _ = self.dentries.set(cache.dentries(self.fs.clone()));
         let _ = self.cache.set(cache);
     }
 
@@ -285,10 +390,13 @@ impl VirtualMount {
         self.cache.get().map(MetaCache::stats)
     }
 
-    /// A change through the mount: cached attributes are stale now.
-    fn changed(&self) {
-        if let Some(c) = self.cache.get() {
-            c.changed();
+    /// A change through the mount is being made: cached attributes are
+    /// stale once it is done (when the guard drops: what was read while it
+    /// ran must not outlive it).
+    fn changing(&self) -> Change<'_> {
+        Change {
+            cache: self.cache.get(),
+            gone: Vec::new(),
         }
     }
 
@@ -327,12 +435,12 @@ impl VirtualMount {
         }
         let base = if dirfd == libc::AT_FDCWD {
             let st = self.state();
-            match &st.cwd {
+            match st.cwd() {
                 Some(cwd) => return Place::Inside(join_inside(cwd, path)),
                 // Most relative paths of most programs: decided here,
                 // without a copy.
-                None if !self.may_lead_inside(&st.real_cwd, path) => return Place::Outside,
-                None => st.real_cwd.clone(),
+                None if !self.may_lead_inside(&st.real_cwd(), path) => return Place::Outside,
+                None => st.real_cwd().into_owned(),
             }
         } else if let Some(f) = self.file(dirfd) {
             return Place::Inside(join_inside(&f.path, path));
@@ -376,6 +484,7 @@ impl VirtualMount {
     pub(crate) fn kernel_cwd_changed(&self) {
         let mut st = self.state();
         if st.shared_child() {
+            st.spawned_chdir(None);
             return;
         }
         st.cwd = None;
@@ -386,7 +495,9 @@ impl VirtualMount {
         let mut ctx = Ctx::internal();
         ctx.uid = rustix::process::geteuid().as_raw();
         ctx.gid = rustix::process::getegid().as_raw();
-        ctx.pid = std::process::id();
+        // A posix_spawn child, sharing our memory, reports its parent's:
+        // the id is information for the filesystem, not a permission.
+        ctx.pid = crate::appmem::pid();
         ctx
     }
 
@@ -405,6 +516,11 @@ impl VirtualMount {
         // it is a directory, which is all the walk needs to know of it.
         let mut stack: Vec<(NodeId, Option<FileAttr>)> = Vec::new();
         let mut here: (NodeId, Option<FileAttr>) = (NodeId::ROOT, None);
+        // Whether `looked` holds a reference to `here` (the root needs none).
+        let mut here_owned = true;
+        let mut here_ttl = std::time::Duration::ZERO;
+        let mut stack_owned: Vec<bool> = Vec::new();
+        let dentries = looked.dentries;
         let mut links = 0;
         pending.reverse();
         while let Some(comp) = pending.pop() {
@@ -416,6 +532,7 @@ impl VirtualMount {
                     // outside is not reachable through it (DESIGN.md).
                     if let Some(up) = stack.pop() {
                         here = up;
+                        here_owned = stack_owned.pop().unwrap_or(true);
                         done.pop();
                     }
                     continue;
@@ -428,9 +545,40 @@ impl VirtualMount {
             {
                 return Err(libc::ENOTDIR);
             }
-            match self.fs.lookup(&ctx, here.0, OsStr::from_bytes(&comp)) {
+            // A directory (or link) on the way may come from the walk
+            // cache; the last component is always asked for, so its node
+            // is looked's and its attributes are fresh.
+            let cached = if last {
+                None
+            } else {
+                dentries.and_then(|d| d.get(here.0, &comp))
+            };
+            let names = dentries.map(|d| d.name_stamp(&comp));
+            let found = match cached {
+                Some(d) => Ok(fusebox::Entry {
+                    node: d.node,
+                    generation: 0,
+                    attr: d.attr,
+                    entry_ttl: Default::default(),
+                    attr_ttl: Default::default(),
+                }),
+                None => self.fs.lookup(&ctx, here.0, OsStr::from_bytes(&comp)),
+            };
+            match found {
                 Ok(e) if e.node.0 != 0 => {
-                    looked.nodes.push(e.node);
+                    let owned = if cached.is_some() {
+                        false
+                    } else if !last
+                        && dentries.zip(names).is_some_and(|(d, n)| {
+                            d.put(here.0, &comp, e.node, e.attr, e.entry_ttl, n)
+                        })
+                    {
+                        // Its reference went to the cache.
+                        false
+                    } else {
+                        looked.nodes.push(e.node);
+                        true
+                    };
                     let is_link = e.attr.mode & libc::S_IFMT == libc::S_IFLNK;
                     if is_link && (!last || follow) {
                         links += 1;
@@ -444,8 +592,10 @@ impl VirtualMount {
                             match target.strip_prefix(self.at.as_slice()) {
                                 Some(rest) if rest.is_empty() || rest[0] == b'/' => {
                                     stack.clear();
+                                    stack_owned.clear();
                                     done.clear();
                                     here = (NodeId::ROOT, None);
+                                    here_owned = true;
                                     split(rest)
                                 }
                                 // A link out of the mount: not followed
@@ -460,10 +610,15 @@ impl VirtualMount {
                         continue;
                     }
                     if last {
-                        return Ok(Resolved::last(here.0, &done, comp, Some((e.node, e.attr))));
+                        let mut r = Resolved::last(here.0, &done, comp, Some((e.node, e.attr)));
+                        r.attr_ttl = e.attr_ttl;
+                        return Ok(r);
                     }
                     stack.push(here);
+                    stack_owned.push(here_owned);
                     here = (e.node, Some(e.attr));
+                    here_owned = owned;
+                    here_ttl = e.attr_ttl;
                     done.push(comp);
                 }
                 Ok(_) | Err(Errno::ENOENT) => {
@@ -477,22 +632,46 @@ impl VirtualMount {
         }
         // The path named a directory we walked into (or the root).
         let parent = stack.last().map_or(NodeId::ROOT, |p| p.0);
-        let attr = match here.1 {
-            Some(a) => a,
-            None => self.fs.getattr(&ctx, here.0, None).map_err(err)?.attr,
+        if !here_owned {
+            // From the walk cache: a reference of looked's own (a caller
+            // may keep the node) and fresh attributes.
+            let name = done.last().ok_or(libc::ENOENT)?;
+            let e = self
+                .fs
+                .lookup(&ctx, parent, OsStr::from_bytes(name))
+                .map_err(err)?;
+            if e.node.0 == 0 {
+                return Err(libc::ENOENT);
+            }
+            looked.nodes.push(e.node);
+            here = (e.node, Some(e.attr));
+            here_ttl = e.attr_ttl;
+        }
+        let (attr, attr_ttl) = match here.1 {
+            Some(a) => (a, here_ttl),
+            None => {
+                let reply = self.fs.getattr(&ctx, here.0, None).map_err(err)?;
+                (reply.attr, reply.ttl)
+            }
         };
         Ok(Resolved {
             parent,
             name: done.last().cloned(),
             node: Some((here.0, attr)),
+            attr_ttl,
             path: join(&done),
         })
     }
 
     fn looked(&self) -> Looked<'_> {
+        let dentries = self.dentries.get();
+        if let Some(d) = dentries {
+            d.enter();
+        }
         Looked {
             fs: &*self.fs,
             nodes: Vec::new(),
+            dentries,
         }
     }
 
@@ -776,13 +955,11 @@ impl VirtualMount {
 
     /// The working directory inside the mount, if it is there.
     pub(crate) fn cwd(&self) -> Option<Vec<u8>> {
-        self.state().cwd.clone()
+        self.state().cwd().cloned()
     }
 
     pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
-        if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
-            self.changed();
-        }
+        let _change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
         let ctx = Self::ctx();
         let mut looked = self.looked();
         // O_CREAT|O_EXCL never follows a symlink at the end: it fails on
@@ -893,6 +1070,9 @@ impl VirtualMount {
 
     /// This process was forked: the table copy is its own.
     pub(crate) fn forked_child(&self) {
+        if let Some(d) = self.dentries.get() {
+            d.forked();
+        }
         self.state().owner = std::process::id();
     }
 
@@ -1018,7 +1198,7 @@ impl VirtualMount {
         data: &[u8],
         at: Option<u64>,
     ) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         if file.dir {
             return Err(libc::EISDIR);
         }
@@ -1122,12 +1302,13 @@ impl VirtualMount {
         let epoch = cache.map(MetaCache::epoch);
         let mut looked = self.looked();
         let r = self.resolve(path, follow, &mut looked)?;
-        let (node, _) = r.node.ok_or(libc::ENOENT)?;
-        let reply = self.fs.getattr(&Self::ctx(), node, None).map_err(err)?;
+        // Attributes just given with the lookup, as the kernel uses a
+        // LOOKUP reply's for a stat.
+        let (_, attr) = r.node.ok_or(libc::ENOENT)?;
         if let (Some(c), Some(epoch)) = (cache, epoch) {
-            c.put(path, follow, reply.attr, reply.ttl, epoch);
+            c.put(path, follow, attr, r.attr_ttl, epoch);
         }
-        Ok(reply.attr)
+        Ok(attr)
     }
 
     pub(crate) fn access(&self, path: &[u8], mode: i32, follow: bool) -> SysResult {
@@ -1201,7 +1382,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1222,7 +1403,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1250,7 +1431,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn link(&self, from: &[u8], to: &[u8], follow: bool) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let mut looked = self.looked();
         let a = self.resolve(from, follow, &mut looked)?;
         let (node, attr) = a.node.ok_or(libc::ENOENT)?;
@@ -1271,11 +1452,12 @@ impl VirtualMount {
     }
 
     pub(crate) fn unlink(&self, path: &[u8], dir: bool) -> SysResult {
-        self.changed();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         let (_, attr) = r.node.ok_or(libc::ENOENT)?;
         let name = r.name.ok_or(libc::EBUSY)?;
+        change.gone.push(name.clone());
         let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
         let name = OsStr::from_bytes(&name);
         let ctx = Self::ctx();
@@ -1289,7 +1471,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> SysResult {
-        self.changed();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let a = self.resolve(from, false, &mut looked)?;
         let b = self.resolve(to, false, &mut looked)?;
@@ -1297,6 +1479,8 @@ impl VirtualMount {
         let (Some(na), Some(nb)) = (a.name, b.name) else {
             return Err(libc::EBUSY);
         };
+        change.gone.push(na.clone());
+        change.gone.push(nb.clone());
         let args = Rename {
             parent: a.parent,
             name: OsStr::from_bytes(&na),
@@ -1325,7 +1509,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
         if r.node.is_some() {
@@ -1351,7 +1535,7 @@ impl VirtualMount {
         file: Option<&OpenFile>,
         size: i64,
     ) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         if size < 0 {
             return Err(libc::EINVAL);
         }
@@ -1382,7 +1566,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         if offset < 0 || len <= 0 {
             return Err(libc::EINVAL);
         }
@@ -1429,8 +1613,8 @@ impl VirtualMount {
         }
         let mut st = self.state();
         if st.shared_child() {
-            // posix_spawn's chdir action into the mount: not yet.
-            return Err(libc::ENOSYS);
+            st.spawned_chdir(Some(r.path));
+            return Ok(0);
         }
         st.cwd = Some(r.path);
         Ok(0)
@@ -1442,7 +1626,8 @@ impl VirtualMount {
         }
         let mut st = self.state();
         if st.shared_child() {
-            return Err(libc::ENOSYS);
+            st.spawned_chdir(Some(file.path.clone()));
+            return Ok(0);
         }
         st.cwd = Some(file.path.clone());
         Ok(0)
@@ -1450,7 +1635,7 @@ impl VirtualMount {
 
     /// getcwd(2) while the working directory is inside the mount.
     pub(crate) fn getcwd(&self, buf: UserBuf) -> Option<SysResult> {
-        let cwd = self.state().cwd.clone()?;
+        let cwd = self.state().cwd()?.clone();
         let mut full = self.at.clone();
         if !cwd.is_empty() {
             if full != b"/" {
@@ -1533,7 +1718,7 @@ impl VirtualMount {
         value: &[u8],
         flags: i32,
     ) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let (node, _, _looked) = self.node_of(target)?;
         let args = fusebox::fs::ops::Setxattr {
             name: OsStr::from_bytes(name),
@@ -1549,7 +1734,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn removexattr(&self, target: &Target<'_>, name: &[u8]) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let (node, _, _looked) = self.node_of(target)?;
         match self
             .fs
@@ -1563,7 +1748,7 @@ impl VirtualMount {
 
     /// chmod, chown, utimensat: a SETATTR with the fields given.
     pub(crate) fn setattr(&self, target: &Target<'_>, mut change: SetAttr) -> SysResult {
-        self.changed();
+        let _change = self.changing();
         let (node, fh, _looked) = self.node_of(target)?;
         change.fh = fh;
         self.fs.setattr(&Self::ctx(), node, &change).map_err(err)?;
