@@ -658,27 +658,34 @@ fn fastpath() -> Vec<Workload> {
             ));
         }
     }
-    for (phase, label) in [
+    w.extend(metadata_rates("fastpath", Target::Backing, 15_000, "15,000"));
+    w
+}
+
+/// Create, stat and unlink of `count` 16-byte files, one thread; stat and
+/// unlink on the files just created through the same mount.
+fn metadata_rates(group: &'static str, target: Target, count: u32, spelled: &str) -> Vec<Workload> {
+    [
         (FilesPhase::Create, "create"),
         (FilesPhase::Stat, "stat"),
         (FilesPhase::Delete, "unlink"),
-    ] {
-        w.push(Workload {
-            name: format!("fastpath/{label}-15000"),
-            group: "fastpath",
-            description: "15,000 files (create: open O_CREAT, 16-byte write, close); stat and unlink run on files just created through the same mount".into(),
-            target: Target::Backing,
-            kind: Kind::Files(Files {
-                phase,
-                count: 15_000,
-                threads: 1,
-                file_size: 16,
-                dataset: FilesDataset::JustCreated,
-            }),
-            drop_caches: false,
-        });
-    }
-    w
+    ]
+    .into_iter()
+    .map(|(phase, label)| Workload {
+        name: format!("{group}/{label}-{count}"),
+        group,
+        description: format!("{spelled} files (create: open O_CREAT, 16-byte write, close); stat and unlink run on files just created through the same mount"),
+        target: target.clone(),
+        kind: Kind::Files(Files {
+            phase,
+            count,
+            threads: 1,
+            file_size: 16,
+            dataset: FilesDataset::JustCreated,
+        }),
+        drop_caches: false,
+    })
+    .collect()
 }
 
 /// Direct mode (issue 18's targets), native vs the kernel path vs direct
@@ -686,27 +693,7 @@ fn fastpath() -> Vec<Workload> {
 /// (on files just created through the same mount), 4 KiB O_DIRECT random
 /// reads, filebench's fileserver, and tar x / git status of a source tree.
 fn direct() -> Vec<Workload> {
-    let mut w = vec![];
-    for (phase, label) in [
-        (FilesPhase::Create, "create"),
-        (FilesPhase::Stat, "stat"),
-        (FilesPhase::Delete, "unlink"),
-    ] {
-        w.push(Workload {
-            name: format!("direct/{label}-10000"),
-            group: "direct",
-            description: "10,000 files (create: open O_CREAT, 16-byte write, close); stat and unlink run on files just created through the same mount".into(),
-            target: Target::Direct,
-            kind: Kind::Files(Files {
-                phase,
-                count: 10_000,
-                threads: 1,
-                file_size: 16,
-                dataset: FilesDataset::JustCreated,
-            }),
-            drop_caches: false,
-        });
-    }
+    let mut w = metadata_rates("direct", Target::Direct, 10_000, "10,000");
     w.push(fio(
         "direct",
         "direct/rnd-rd-4k-direct-1th".into(),
