@@ -658,7 +658,12 @@ fn fastpath() -> Vec<Workload> {
             ));
         }
     }
-    w.extend(metadata_rates("fastpath", Target::Backing, 15_000, "15,000"));
+    w.extend(metadata_rates(
+        "fastpath",
+        Target::Backing,
+        15_000,
+        "15,000",
+    ));
     w
 }
 

@@ -243,6 +243,10 @@ subprocess.run(["sh", "-c", "echo more >> f"], check=True)
 print(os.stat("f").st_size)
 os.rename("f", "g")
 print(os.path.exists("f"), os.path.exists("g"))
+os.link("g", "hl")
+for _ in range(3): os.stat("hl")
+subprocess.run(["sh", "-c", "echo x >> g"], check=True)
+print(os.stat("hl").st_size, os.stat("hl").st_nlink)
 os.makedirs("a/b")
 open("a/b/h", "w").close()
 for _ in range(3): os.stat("a/b/h")
@@ -264,7 +268,7 @@ print(os.path.exists("c/b/h"), os.listdir("c/b"))
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\nFalse True\nFalse []\n",
+        "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\n7 2\nFalse True\nFalse []\n",
         "{}",
         text(&out)
     );

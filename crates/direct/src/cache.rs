@@ -2,15 +2,26 @@
 //! in user space because the kernel's attribute and dentry caches are not
 //! on this path (Prefuse's answer to the same problem).
 //!
+//! The kernel's caches are shared by every process; so is this one: a
+//! table in shared memory (a memfd) that all processes of the run map —
+//! forked children by inheriting the mapping, executed programs by
+//! inheriting its descriptor — so `git status` or `make` run again and
+//! again, each a new process, find what the last one looked up. A slot
+//! is a seqlock: a reader that raced a writer sees a miss, never a torn
+//! entry. A program that lost the descriptor (one that closed all others
+//! and executed another) runs without the cache rather than with an
+//! incoherent one.
+//!
 //! An entry lives for the attribute TTL the filesystem gave with it, as
-//! the kernel would keep it, and only while nothing was changed through
-//! the mount since it was made: every change (create, write, rename,
-//! chmod, ...) in any process of the run bumps one shared counter, the
-//! epoch, and an entry from an older epoch is a miss. The counter and the
-//! hit/miss statistics live in one shared page (a memfd) that forked
-//! children share by mapping and executed programs by inheriting its
-//! descriptor; a program that lost the descriptor (one that closed all
-//! others) runs without the cache rather than with an incoherent one.
+//! the kernel would keep it, and only while what it depends on is
+//! unchanged anywhere in the run: the inode's attributes (a write, chmod,
+//! truncate, a link or unlink of it, a create in it if a directory) and
+//! the names its path goes through (unlink, rmdir, rename of any of
+//! them). Each change bumps shared counters picked by a hash of the inode
+//! number and of the names (`INO_SLOTS`, `NAME_SLOTS`); an entry keeps
+//! what they read when it was made. One more counter, the epoch, bumped
+//! by every change, keeps out an answer a change raced with. A path that
+//! went through a symlink is not kept (its target's names are not in it).
 //!
 //! Changes made outside the run, straight to the source directory, are
 //! seen when the TTL runs out, exactly as on the kernel path.
@@ -25,14 +36,14 @@
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
 use fusebox::fs::Filesystem;
-use fusebox::types::FileAttr;
+use fusebox::types::{FileAttr, Timespec};
 use fusebox::NodeId;
 
 /// Names the shared page's descriptor to the programs the run executes.
@@ -46,20 +57,29 @@ const MEMFD_NAME: &str = "fusebox-direct-shared";
 const SHARED_FD_FLOOR: i32 = 1000;
 
 const NAME_SLOTS: usize = 2048;
-/// The shared memory's size: `Shared`, rounded up to pages.
-const SHARED_BYTES: usize = 5 * 4096;
+const INO_SLOTS: usize = 2048;
+/// The shared header's size: `Shared`, rounded up to pages.
+const SHARED_BYTES: usize = 9 * 4096;
 
-/// The shared page.
+/// The shared header; the table of `slots` slots follows it.
 #[repr(C)]
 pub struct Shared {
     epoch: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// The table's size, a power of two, set by the run's first process.
+    slots: AtomicU64,
     /// Bumped when a name hashing to the slot goes away or moves.
     names: [AtomicU64; NAME_SLOTS],
+    /// Bumped when the attributes of an inode hashing to the slot change.
+    inos: [AtomicU64; INO_SLOTS],
 }
 
 const _: () = assert!(std::mem::size_of::<Shared>() <= SHARED_BYTES);
+
+fn ino_slot(ino: u64) -> usize {
+    (ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % INO_SLOTS
+}
 
 fn name_slot(name: &[u8]) -> usize {
     // FNV-1a: stable across processes (the slots are shared), cheap.
@@ -70,18 +90,137 @@ fn name_slot(name: &[u8]) -> usize {
     (h % NAME_SLOTS as u64) as usize
 }
 
-#[derive(Clone, Copy)]
-struct Cached {
-    attr: FileAttr,
-    epoch: u64,
-    until: Instant,
+/// Paths up to this long are cached (longer ones are looked up).
+const PATH_WORDS: usize = 24;
+const ATTR_WORDS: usize = 12;
+/// Slots a key may sit in, from its hash on.
+const PROBES: usize = 4;
+const MAX_SLOTS: u64 = 1 << 20;
+
+/// One entry of the shared table; every field an atomic, as other
+/// processes read and write it.
+#[repr(C)]
+struct Slot {
+    /// Even: stable; odd: being written.
+    seq: AtomicU64,
+    /// The key's hash; 0: empty.
+    hash: AtomicU64,
+    /// Path length, and bit 63 for "follow the last symlink".
+    len: AtomicU64,
+    /// The names stamp of its path and the inode's stamp, when made.
+    names: AtomicU64,
+    ino: AtomicU64,
+    /// CLOCK_MONOTONIC nanoseconds.
+    until: AtomicU64,
+    attr: [AtomicU64; ATTR_WORDS],
+    path: [AtomicU64; PATH_WORDS],
 }
 
 pub struct MetaCache {
-    entries: moka::sync::Cache<(Vec<u8>, bool), Cached>,
     shared: &'static Shared,
-    /// The shared page's descriptor, named to executed programs.
+    table: &'static [Slot],
+    /// Walk-cache entries per process (`Dentries`).
+    entries: u64,
+    /// The shared memory's descriptor, named to executed programs.
     shared_fd: i32,
+}
+
+/// CLOCK_MONOTONIC, which every process reads alike (Instant hides it).
+fn now_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: fills the timespec given; the vDSO answers, no system call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+fn key_hash(path: &[u8], follow: bool) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in path {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ u64::from(follow)).max(1)
+}
+
+fn path_words(path: &[u8]) -> [u64; PATH_WORDS] {
+    let mut w = [0u64; PATH_WORDS];
+    for (i, chunk) in path.chunks(8).enumerate() {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        w[i] = u64::from_le_bytes(b);
+    }
+    w
+}
+
+fn attr_words(a: &FileAttr) -> [u64; ATTR_WORDS] {
+    [
+        a.ino,
+        a.size,
+        a.blocks,
+        a.atime.sec as u64,
+        u64::from(a.atime.nsec),
+        a.mtime.sec as u64,
+        u64::from(a.mtime.nsec),
+        a.ctime.sec as u64,
+        u64::from(a.ctime.nsec),
+        u64::from(a.mode) | u64::from(a.nlink) << 32,
+        u64::from(a.uid) | u64::from(a.gid) << 32,
+        u64::from(a.rdev) | u64::from(a.blksize) << 32,
+    ]
+}
+
+fn attr_of(w: &[u64; ATTR_WORDS]) -> FileAttr {
+    let ts = |s: u64, n: u64| Timespec {
+        sec: s as i64,
+        nsec: n as u32,
+    };
+    FileAttr {
+        ino: w[0],
+        size: w[1],
+        blocks: w[2],
+        atime: ts(w[3], w[4]),
+        mtime: ts(w[5], w[6]),
+        ctime: ts(w[7], w[8]),
+        mode: w[9] as u32,
+        nlink: (w[9] >> 32) as u32,
+        uid: w[10] as u32,
+        gid: (w[10] >> 32) as u32,
+        rdev: w[11] as u32,
+        blksize: (w[11] >> 32) as u32,
+    }
+}
+
+impl Slot {
+    /// The attributes, stamps and deadline if this slot holds `key`
+    /// (consistently read).
+    fn read(
+        &self,
+        hash: u64,
+        len: u64,
+        words: &[u64; PATH_WORDS],
+    ) -> Option<([u64; ATTR_WORDS], [u64; 3])> {
+        let seq = self.seq.load(Ordering::Acquire);
+        if seq & 1 == 1
+            || self.hash.load(Ordering::Relaxed) != hash
+            || self.len.load(Ordering::Relaxed) != len
+        {
+            return None;
+        }
+        let used = ((len & !(1 << 63)) as usize).div_ceil(8);
+        if (0..used).any(|i| self.path[i].load(Ordering::Relaxed) != words[i]) {
+            return None;
+        }
+        let attr = std::array::from_fn(|i| self.attr[i].load(Ordering::Relaxed));
+        let marks = [
+            self.names.load(Ordering::Relaxed),
+            self.ino.load(Ordering::Relaxed),
+            self.until.load(Ordering::Relaxed),
+        ];
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == seq).then_some((attr, marks))
+    }
 }
 
 /// Hits and misses of every process of the run so far.
@@ -102,16 +241,18 @@ impl MetaCache {
         }
         // Not put into this process's environment: the program may have
         // its own setenv (bash does), not ready this early.
-        let (shared_fd, shared) = match std::env::var(SHARED_VAR) {
+        let (shared_fd, shared, table) = match std::env::var(SHARED_VAR) {
             Ok(fd) => {
                 let fd = fd.parse().ok()?;
-                (fd, inherited(fd)?)
+                let (shared, table) = inherited(fd)?;
+                (fd, shared, table)
             }
-            Err(_) => create()?,
+            Err(_) => create(entries.next_power_of_two().min(MAX_SLOTS))?,
         };
         Some(MetaCache {
-            entries: moka::sync::Cache::new(entries),
             shared,
+            table,
+            entries,
             shared_fd,
         })
     }
@@ -121,33 +262,114 @@ impl MetaCache {
         self.shared_fd
     }
 
+    fn probes(&self, hash: u64) -> impl Iterator<Item = &Slot> {
+        let mask = self.table.len() as u64 - 1;
+        (0..PROBES as u64).map(move |i| &self.table[((hash + i) & mask) as usize])
+    }
+
     /// The attributes cached for `path`, if still good.
     pub fn get(&self, path: &[u8], follow: bool) -> Option<FileAttr> {
-        let hit = self
-            .entries
-            .get(&(path.to_vec(), follow))
-            .filter(|c| c.epoch == self.epoch() && c.until > Instant::now());
+        let hit = self.lookup(path, follow);
         let counter = if hit.is_some() {
             &self.shared.hits
         } else {
             &self.shared.misses
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        hit.map(|c| c.attr)
+        hit
+    }
+
+    fn lookup(&self, path: &[u8], follow: bool) -> Option<FileAttr> {
+        if path.len() > PATH_WORDS * 8 {
+            return None;
+        }
+        let (hash, words) = (key_hash(path, follow), path_words(path));
+        let len = path.len() as u64 | u64::from(follow) << 63;
+        let (attr, [names, ino, until]) =
+            self.probes(hash).find_map(|s| s.read(hash, len, &words))?;
+        let attr = attr_of(&attr);
+        (names == self.names_stamp(path) && ino == self.ino_stamp(attr.ino) && until > now_ns())
+            .then_some(attr)
+    }
+
+    /// What the names `path` goes through were stamped: changes when any
+    /// of them goes away or moves (the counters only grow).
+    pub fn names_stamp(&self, path: &[u8]) -> u64 {
+        path.split(|&c| c == b'/')
+            .filter(|c| !c.is_empty() && *c != b"." && *c != b"..")
+            .map(|c| self.shared.names[name_slot(c)].load(Ordering::Acquire))
+            .fold(0u64, u64::wrapping_add)
+    }
+
+    fn ino_stamp(&self, ino: u64) -> u64 {
+        self.shared.inos[ino_slot(ino)].load(Ordering::Acquire)
+    }
+
+    /// The attributes of inode `ino` changed.
+    pub fn ino_changed(&self, ino: u64) {
+        self.shared.inos[ino_slot(ino)].fetch_add(1, Ordering::AcqRel);
     }
 
     /// Remember `attr` for `path` for `ttl`, if nothing changed since
-    /// `epoch` (read before the filesystem was asked).
-    pub fn put(&self, path: &[u8], follow: bool, attr: FileAttr, ttl: Duration, epoch: u64) {
-        if ttl.is_zero() || epoch != self.epoch() {
+    /// `epoch` and `names` (`epoch()` and `names_stamp(path)`, read before
+    /// the filesystem was asked). A slot another process is writing is
+    /// left to it.
+    pub fn put(
+        &self,
+        path: &[u8],
+        follow: bool,
+        attr: FileAttr,
+        ttl: Duration,
+        epoch: u64,
+        names: u64,
+    ) {
+        if ttl.is_zero() || epoch != self.epoch() || path.len() > PATH_WORDS * 8 {
             return;
         }
-        let cached = Cached {
-            attr,
-            epoch,
-            until: Instant::now() + ttl,
-        };
-        self.entries.insert((path.to_vec(), follow), cached);
+        let ino = self.ino_stamp(attr.ino);
+        let (hash, words) = (key_hash(path, follow), path_words(path));
+        let len = path.len() as u64 | u64::from(follow) << 63;
+        let now = now_ns();
+        // The key's own slot, else a free or expired one, else the one
+        // closest to expiring.
+        let slot = self
+            .probes(hash)
+            .find(|s| {
+                s.hash.load(Ordering::Relaxed) == hash && s.len.load(Ordering::Relaxed) == len
+            })
+            .or_else(|| {
+                self.probes(hash).find(|s| {
+                    s.hash.load(Ordering::Relaxed) == 0 || s.until.load(Ordering::Relaxed) <= now
+                })
+            })
+            .unwrap_or_else(|| {
+                self.probes(hash)
+                    .min_by_key(|s| s.until.load(Ordering::Relaxed))
+                    .expect("PROBES > 0")
+            });
+        let seq = slot.seq.load(Ordering::Relaxed);
+        if seq & 1 == 1
+            || slot
+                .seq
+                .compare_exchange(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        slot.hash.store(hash, Ordering::Relaxed);
+        slot.len.store(len, Ordering::Relaxed);
+        for (d, w) in slot.path.iter().zip(words) {
+            d.store(w, Ordering::Relaxed);
+        }
+        for (d, w) in slot.attr.iter().zip(attr_words(&attr)) {
+            d.store(w, Ordering::Relaxed);
+        }
+        slot.names.store(names, Ordering::Relaxed);
+        slot.ino.store(ino, Ordering::Relaxed);
+        let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+        slot.until
+            .store(now.saturating_add(ttl_ns), Ordering::Relaxed);
+        slot.seq.store(seq + 2, Ordering::Release);
     }
 
     pub fn epoch(&self) -> u64 {
@@ -173,12 +395,7 @@ impl MetaCache {
         let dead = graveyard.clone();
         Dentries {
             entries: moka::sync::Cache::builder()
-                .max_capacity(
-                    self.entries
-                        .policy()
-                        .max_capacity()
-                        .unwrap_or(DEFAULT_ENTRIES),
-                )
+                .max_capacity(self.entries)
                 .eviction_listener(move |_, d: Dentry, _| {
                     dead.lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -200,9 +417,16 @@ impl MetaCache {
     }
 }
 
-fn create() -> Option<(i32, &'static Shared)> {
+type Mapped = (&'static Shared, &'static [Slot]);
+
+fn table_bytes(slots: u64) -> u64 {
+    slots * std::mem::size_of::<Slot>() as u64
+}
+
+fn create(slots: u64) -> Option<(i32, &'static Shared, &'static [Slot])> {
     let fd = rustix::fs::memfd_create(MEMFD_NAME, rustix::fs::MemfdFlags::empty()).ok()?;
-    rustix::fs::ftruncate(&fd, SHARED_BYTES as u64).ok()?;
+    // Sparse: pages are used as slots are written.
+    rustix::fs::ftruncate(&fd, SHARED_BYTES as u64 + table_bytes(slots)).ok()?;
     use std::os::fd::{AsRawFd, IntoRawFd};
     // Inherited by executed programs, so not close-on-exec.
     let high = rustix::io::fcntl_dupfd_cloexec(&fd, SHARED_FD_FLOOR)
@@ -215,44 +439,63 @@ fn create() -> Option<(i32, &'static Shared)> {
         Some(h) => h,
         None => fd,
     };
-    let page = map(fd.as_raw_fd())?;
-    Some((fd.into_raw_fd(), page))
+    let (shared, table) = map(fd.as_raw_fd(), Some(slots))?;
+    Some((fd.into_raw_fd(), shared, table))
 }
 
-/// The page behind an inherited descriptor, if it is still ours.
-fn inherited(fd: i32) -> Option<&'static Shared> {
+/// The shared memory behind an inherited descriptor, if it is still ours.
+fn inherited(fd: i32) -> Option<Mapped> {
     let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
     let expected = format!("/memfd:{MEMFD_NAME}");
     if !link.to_string_lossy().starts_with(&expected) {
         return None;
     }
-    // A page of another layout (another build's run) is not joined.
-    let len = std::fs::metadata(format!("/proc/self/fd/{fd}")).ok()?.len();
-    if len != SHARED_BYTES as u64 {
-        return None;
-    }
-    map(fd)
+    map(fd, None)
 }
 
-fn map(fd: i32) -> Option<&'static Shared> {
-    // SAFETY: a new shared mapping of the first SHARED_BYTES of a memfd
-    // that long (made so by `create`; `inherited` checks the size); it is never unmapped, so
-    // the reference lives as long as the process. The page holds only
-    // atomics, which every process of the run updates atomically.
-    unsafe {
-        let p = libc::mmap(
+/// Map the header, set (`Some`, the creator) or read the table's size,
+/// check the memory is that long (a run of another build is not joined),
+/// then map the table.
+fn map(fd: i32, set_slots: Option<u64>) -> Option<Mapped> {
+    let len = std::fs::metadata(format!("/proc/self/fd/{fd}")).ok()?.len();
+    let header = map_shared(fd, 0, SHARED_BYTES)?;
+    // SAFETY: `map_shared` returned SHARED_BYTES of shared memory, never
+    // unmapped, which `Shared` (atomics only) fits in (asserted above).
+    let shared: &'static Shared = unsafe { &*(header as *const Shared) };
+    if let Some(n) = set_slots {
+        shared.slots.store(n, Ordering::Release);
+    }
+    let slots = shared.slots.load(Ordering::Acquire);
+    if !slots.is_power_of_two()
+        || slots > MAX_SLOTS
+        || len != SHARED_BYTES as u64 + table_bytes(slots)
+    {
+        return None;
+    }
+    let table = map_shared(fd, SHARED_BYTES as u64, table_bytes(slots) as usize)?;
+    // SAFETY: `slots` slots of shared memory, never unmapped; a `Slot` is
+    // atomics only, valid for any bytes (zero: empty), and every process
+    // touches them atomically.
+    Some((shared, unsafe {
+        std::slice::from_raw_parts(table as *const Slot, slots as usize)
+    }))
+}
+
+/// `len` bytes of `fd` from `offset`, shared, for the process's lifetime.
+fn map_shared(fd: i32, offset: u64, len: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a new shared mapping of a range the caller checked the memfd
+    // holds; it does not overlap anything (the kernel picks the address).
+    let p = unsafe {
+        libc::mmap(
             std::ptr::null_mut(),
-            SHARED_BYTES,
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             fd,
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        Some(&*(p as *const Shared))
-    }
+            offset as libc::off_t,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p)
 }
 
 #[derive(Clone, Copy)]
@@ -346,5 +589,79 @@ impl Dentries {
     /// In a forked child: walks of other threads were left behind.
     pub fn forked(&self) {
         self.walks.store(0, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ino: u64, size: u64) -> FileAttr {
+        FileAttr {
+            ino,
+            size,
+            mode: libc::S_IFREG | 0o644,
+            nlink: 1,
+            mtime: Timespec {
+                sec: -5,
+                nsec: 999_999_999,
+            },
+            ..FileAttr::default()
+        }
+    }
+
+    #[test]
+    fn the_shared_table_answers_until_a_change_or_the_ttl() {
+        let cache = MetaCache::for_process(64).unwrap();
+        let ttl = Duration::from_secs(60);
+        let a = attr(7, 123);
+        let put = |path: &[u8], follow, a, ttl, epoch| {
+            cache.put(path, follow, a, ttl, epoch, cache.names_stamp(path))
+        };
+        put(b"dir/f", true, a, ttl, cache.epoch());
+        assert_eq!(cache.get(b"dir/f", true), Some(a));
+        // The key is the path and whether the last link is followed.
+        assert_eq!(cache.get(b"dir/f", false), None);
+        assert_eq!(cache.get(b"dir/g", true), None);
+        // An answer read before a change is not kept.
+        let before = cache.epoch();
+        cache.changed();
+        put(b"dir/h", true, a, ttl, before);
+        assert_eq!(cache.get(b"dir/h", true), None);
+        assert_eq!(
+            cache.get(b"dir/f", true),
+            Some(a),
+            "another change leaves it"
+        );
+        // Its inode's attributes change, or a name on its path goes.
+        cache.ino_changed(7);
+        assert_eq!(cache.get(b"dir/f", true), None);
+        put(b"dir/f", true, a, ttl, cache.epoch());
+        cache.name_gone(b"dir");
+        assert_eq!(cache.get(b"dir/f", true), None);
+        // Overwritten in place; no TTL, not kept; long paths not kept.
+        put(b"dir/f", true, attr(7, 1), ttl, cache.epoch());
+        assert_eq!(cache.get(b"dir/f", true).map(|a| a.size), Some(1));
+        put(b"dir/z", true, a, Duration::ZERO, cache.epoch());
+        assert_eq!(cache.get(b"dir/z", true), None);
+        let long = vec![b'x'; PATH_WORDS * 8 + 1];
+        put(&long, true, a, ttl, cache.epoch());
+        assert_eq!(cache.get(&long, true), None);
+        // Many keys in a small table: what is found is right.
+        for i in 0..500u64 {
+            put(
+                format!("k{i}").as_bytes(),
+                false,
+                attr(i, i),
+                ttl,
+                cache.epoch(),
+            );
+        }
+        for i in 0..500u64 {
+            if let Some(got) = cache.get(format!("k{i}").as_bytes(), false) {
+                assert_eq!(got, attr(i, i));
+            }
+        }
+        assert!(cache.stats().hits > 0);
     }
 }

@@ -57,6 +57,8 @@ pub(crate) struct OpenFile {
     position: Mutex<Position>,
     /// The descriptor record locks and flock(2) act on (see `lock_fd`).
     lock_fd: std::sync::OnceLock<i32>,
+    /// Its inode number (whose cached attributes a write makes stale).
+    ino: u64,
 }
 
 /// In-process position state. A file's offset is not here: it is the
@@ -130,6 +132,8 @@ struct Change<'a> {
     /// Names removed or moved away by it: cached walks through them are
     /// stale too.
     gone: Vec<Vec<u8>>,
+    /// Inodes whose attributes it changes.
+    inos: Vec<u64>,
 }
 
 impl Drop for Change<'_> {
@@ -138,6 +142,9 @@ impl Drop for Change<'_> {
             c.changed();
             for name in &self.gone {
                 c.name_gone(name);
+            }
+            for &ino in &self.inos {
+                c.ino_changed(ino);
             }
         }
     }
@@ -182,6 +189,10 @@ struct Resolved {
     /// How long those attributes (always just given by the filesystem,
     /// never from the walk cache) may be trusted.
     attr_ttl: std::time::Duration,
+    /// The inode number of the directory holding the last component.
+    parent_ino: u64,
+    /// Whether the walk followed a symlink.
+    via_link: bool,
     /// The path inside the mount, normalised ("" for the root).
     path: Vec<u8>,
 }
@@ -205,6 +216,8 @@ impl Resolved {
             name: Some(name),
             node,
             attr_ttl: Default::default(),
+            parent_ino: 0,
+            via_link: false,
             path,
         }
     }
@@ -221,6 +234,7 @@ pub struct VirtualMount {
     cache: std::sync::OnceLock<MetaCache>,
     /// Directories walks went through, with it.
     dentries: std::sync::OnceLock<Dentries>,
+    root_ino: std::sync::OnceLock<u64>,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -371,6 +385,7 @@ impl VirtualMount {
             any_open: Default::default(),
             cache: std::sync::OnceLock::new(),
             dentries: std::sync::OnceLock::new(),
+            root_ino: std::sync::OnceLock::new(),
         }
     }
 
@@ -397,6 +412,7 @@ impl VirtualMount {
         Change {
             cache: self.cache.get(),
             gone: Vec::new(),
+            inos: Vec::new(),
         }
     }
 
@@ -612,6 +628,8 @@ impl VirtualMount {
                     if last {
                         let mut r = Resolved::last(here.0, &done, comp, Some((e.node, e.attr)));
                         r.attr_ttl = e.attr_ttl;
+                        r.parent_ino = self.ino_of(here)?;
+                        r.via_link = links > 0;
                         return Ok(r);
                     }
                     stack.push(here);
@@ -623,7 +641,10 @@ impl VirtualMount {
                 }
                 Ok(_) | Err(Errno::ENOENT) => {
                     if last {
-                        return Ok(Resolved::last(here.0, &done, comp, None));
+                        let mut r = Resolved::last(here.0, &done, comp, None);
+                        r.parent_ino = self.ino_of(here)?;
+                        r.via_link = links > 0;
+                        return Ok(r);
                     }
                     return Err(libc::ENOENT);
                 }
@@ -654,13 +675,39 @@ impl VirtualMount {
                 (reply.attr, reply.ttl)
             }
         };
+        let parent_ino = match stack.last() {
+            Some(&p) => self.ino_of(p)?,
+            None => attr.ino,
+        };
         Ok(Resolved {
             parent,
             name: done.last().cloned(),
             node: Some((here.0, attr)),
             attr_ttl,
+            parent_ino,
+            via_link: links > 0,
             path: join(&done),
         })
+    }
+
+    /// The inode number of a directory on a walk (the root's asked once).
+    fn ino_of(&self, (node, attr): (NodeId, Option<FileAttr>)) -> Result<u64, i32> {
+        if let Some(a) = attr {
+            return Ok(a.ino);
+        }
+        if let Some(&ino) = self.root_ino.get() {
+            return Ok(ino);
+        }
+        let ino = self
+            .fs
+            .getattr(&Self::ctx(), node, None)
+            .map_err(err)?
+            .attr
+            .ino;
+        if node == NodeId::ROOT {
+            let _ = self.root_ino.set(ino);
+        }
+        Ok(ino)
     }
 
     fn looked(&self) -> Looked<'_> {
@@ -797,7 +844,8 @@ impl VirtualMount {
         let ctx = Self::ctx();
         let mut looked = self.looked();
         let r = self.resolve(path, flags & libc::O_NOFOLLOW == 0, &mut looked)?;
-        let (node, _) = r.node.ok_or(libc::ENOENT)?;
+        let (node, attr) = r.node.ok_or(libc::ENOENT)?;
+        let ino = attr.ino;
         let open = Open {
             flags: flags
                 & !(libc::O_CREAT
@@ -824,6 +872,7 @@ impl VirtualMount {
             path: r.path,
             position: Default::default(),
             lock_fd: Default::default(),
+            ino,
         })
     }
 
@@ -959,7 +1008,7 @@ impl VirtualMount {
     }
 
     pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
-        let _change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
+        let mut change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
         let ctx = Self::ctx();
         let mut looked = self.looked();
         // O_CREAT|O_EXCL never follows a symlink at the end: it fails on
@@ -967,6 +1016,11 @@ impl VirtualMount {
         let excl = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
         let r = self.resolve(path, follow, &mut looked)?;
+        if let Some(c) = change.as_mut() {
+            // A create changes the directory, a truncate the file.
+            c.inos.push(r.parent_ino);
+            c.inos.extend(r.node.map(|(_, a)| a.ino));
+        }
         let open_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_CLOEXEC);
         let (node, attr, opened) = match r.node {
             Some(_) if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 => {
@@ -1010,6 +1064,7 @@ impl VirtualMount {
                             path: r.path,
                             position: Default::default(),
                             lock_fd: Default::default(),
+                            ino: attr.ino,
                         },
                         attr.ino,
                     );
@@ -1063,6 +1118,7 @@ impl VirtualMount {
                 path: r.path,
                 position: Default::default(),
                 lock_fd: Default::default(),
+                ino: attr.ino,
             },
             attr.ino,
         )
@@ -1198,7 +1254,8 @@ impl VirtualMount {
         data: &[u8],
         at: Option<u64>,
     ) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
+        change.inos.push(file.ino);
         if file.dir {
             return Err(libc::EISDIR);
         }
@@ -1299,14 +1356,14 @@ impl VirtualMount {
         }
         // Read before asking: a change made meanwhile keeps this answer
         // out of the cache.
-        let epoch = cache.map(MetaCache::epoch);
+        let stamps = cache.map(|c| (c.epoch(), c.names_stamp(path)));
         let mut looked = self.looked();
         let r = self.resolve(path, follow, &mut looked)?;
         // Attributes just given with the lookup, as the kernel uses a
         // LOOKUP reply's for a stat.
         let (_, attr) = r.node.ok_or(libc::ENOENT)?;
-        if let (Some(c), Some(epoch)) = (cache, epoch) {
-            c.put(path, follow, attr, r.attr_ttl, epoch);
+        if let (Some(c), Some((epoch, names)), false) = (cache, stamps, r.via_link) {
+            c.put(path, follow, attr, r.attr_ttl, epoch, names);
         }
         Ok(attr)
     }
@@ -1382,9 +1439,10 @@ impl VirtualMount {
     }
 
     pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
+        change.inos.push(r.parent_ino);
         if r.node.is_some() {
             return Err(libc::EEXIST);
         }
@@ -1403,9 +1461,10 @@ impl VirtualMount {
     }
 
     pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
+        change.inos.push(r.parent_ino);
         if r.node.is_some() {
             return Err(libc::EEXIST);
         }
@@ -1431,10 +1490,11 @@ impl VirtualMount {
     }
 
     pub(crate) fn link(&self, from: &[u8], to: &[u8], follow: bool) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let a = self.resolve(from, follow, &mut looked)?;
         let (node, attr) = a.node.ok_or(libc::ENOENT)?;
+        change.inos.push(attr.ino);
         if attr.mode & libc::S_IFMT == libc::S_IFDIR {
             return Err(libc::EPERM);
         }
@@ -1442,6 +1502,7 @@ impl VirtualMount {
         if b.node.is_some() {
             return Err(libc::EEXIST);
         }
+        change.inos.push(b.parent_ino);
         let name = b.name.ok_or(libc::EEXIST)?;
         let e = self
             .fs
@@ -1458,6 +1519,7 @@ impl VirtualMount {
         let (_, attr) = r.node.ok_or(libc::ENOENT)?;
         let name = r.name.ok_or(libc::EBUSY)?;
         change.gone.push(name.clone());
+        change.inos.extend([r.parent_ino, attr.ino]);
         let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
         let name = OsStr::from_bytes(&name);
         let ctx = Self::ctx();
@@ -1481,6 +1543,10 @@ impl VirtualMount {
         };
         change.gone.push(na.clone());
         change.gone.push(nb.clone());
+        change.inos.extend([a.parent_ino, b.parent_ino]);
+        change
+            .inos
+            .extend(a.node.iter().chain(b.node.iter()).map(|(_, x)| x.ino));
         let args = Rename {
             parent: a.parent,
             name: OsStr::from_bytes(&na),
@@ -1509,9 +1575,10 @@ impl VirtualMount {
     }
 
     pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
         let mut looked = self.looked();
         let r = self.resolve(path, false, &mut looked)?;
+        change.inos.push(r.parent_ino);
         if r.node.is_some() {
             return Err(libc::EEXIST);
         }
@@ -1535,7 +1602,7 @@ impl VirtualMount {
         file: Option<&OpenFile>,
         size: i64,
     ) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
         if size < 0 {
             return Err(libc::EINVAL);
         }
@@ -1545,15 +1612,17 @@ impl VirtualMount {
                 if f.flags() & libc::O_ACCMODE == libc::O_RDONLY {
                     return Err(libc::EINVAL);
                 }
+                change.inos.push(f.ino);
                 (f.node, Some(f.fh))
             }
-            (Some(p), None) => (
-                self.resolve(p, true, &mut looked)?
+            (Some(p), None) => {
+                let (node, attr) = self
+                    .resolve(p, true, &mut looked)?
                     .node
-                    .ok_or(libc::ENOENT)?
-                    .0,
-                None,
-            ),
+                    .ok_or(libc::ENOENT)?;
+                change.inos.push(attr.ino);
+                (node, None)
+            }
             (None, None) => return Err(libc::EBADF),
         };
         let args = SetAttr {
@@ -1566,7 +1635,8 @@ impl VirtualMount {
     }
 
     pub(crate) fn fallocate(&self, file: &OpenFile, mode: i32, offset: i64, len: i64) -> SysResult {
-        let _change = self.changing();
+        let mut change = self.changing();
+        change.inos.push(file.ino);
         if offset < 0 || len <= 0 {
             return Err(libc::EINVAL);
         }
@@ -1665,16 +1735,24 @@ impl VirtualMount {
         &self,
         target: &Target<'_>,
     ) -> Result<(NodeId, Option<FileHandle>, Looked<'_>), i32> {
+        self.node_and_ino_of(target).map(|(n, fh, _, l)| (n, fh, l))
+    }
+
+    /// `node_of`, with the inode number.
+    fn node_and_ino_of(
+        &self,
+        target: &Target<'_>,
+    ) -> Result<(NodeId, Option<FileHandle>, u64, Looked<'_>), i32> {
         let mut looked = self.looked();
         match target {
             Target::File(f) => {
                 let fh = (!f.dir && f.flags() & libc::O_PATH == 0).then_some(f.fh);
-                Ok((f.node, fh, looked))
+                Ok((f.node, fh, f.ino, looked))
             }
             Target::Path(p, follow) => {
                 let r = self.resolve(p, *follow, &mut looked)?;
-                let (node, _) = r.node.ok_or(libc::ENOENT)?;
-                Ok((node, None, looked))
+                let (node, attr) = r.node.ok_or(libc::ENOENT)?;
+                Ok((node, None, attr.ino, looked))
             }
         }
     }
@@ -1718,8 +1796,9 @@ impl VirtualMount {
         value: &[u8],
         flags: i32,
     ) -> SysResult {
-        let _change = self.changing();
-        let (node, _, _looked) = self.node_of(target)?;
+        let mut change = self.changing();
+        let (node, _, ino, _looked) = self.node_and_ino_of(target)?;
+        change.inos.push(ino);
         let args = fusebox::fs::ops::Setxattr {
             name: OsStr::from_bytes(name),
             value,
@@ -1734,8 +1813,9 @@ impl VirtualMount {
     }
 
     pub(crate) fn removexattr(&self, target: &Target<'_>, name: &[u8]) -> SysResult {
-        let _change = self.changing();
-        let (node, _, _looked) = self.node_of(target)?;
+        let mut change = self.changing();
+        let (node, _, ino, _looked) = self.node_and_ino_of(target)?;
+        change.inos.push(ino);
         match self
             .fs
             .removexattr(&Self::ctx(), node, OsStr::from_bytes(name))
@@ -1748,8 +1828,9 @@ impl VirtualMount {
 
     /// chmod, chown, utimensat: a SETATTR with the fields given.
     pub(crate) fn setattr(&self, target: &Target<'_>, mut change: SetAttr) -> SysResult {
-        let _change = self.changing();
-        let (node, fh, _looked) = self.node_of(target)?;
+        let mut changing = self.changing();
+        let (node, fh, ino, _looked) = self.node_and_ino_of(target)?;
+        changing.inos.push(ino);
         change.fh = fh;
         self.fs.setattr(&Self::ctx(), node, &change).map_err(err)?;
         Ok(0)
