@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 pub struct RunArgs {
     /// Direct mode: serve this filesystem inside PROGRAM's own process
     /// (and the programs it runs) instead of running a libfuse program:
-    /// stackfs:SRC, pathfs:SRC or nullfs.
+    /// stackfs:SRC, pathfs:SRC, nullfs or timingfs:PROFILE.
     #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "options", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// process (0: no cache).
     #[arg(long, requires = "fs", value_name = "ENTRIES")]
     pub cache_entries: Option<u64>,
+    /// Direct mode: 4 KiB pages of file data kept per process (0: none;
+    /// default 16384 for nullfs and timingfs, none for stackfs and pathfs,
+    /// whose reads reach the kernel's page cache of their source).
+    #[arg(long, requires = "fs", value_name = "PAGES")]
+    pub page_cache: Option<u64>,
     /// Direct mode: print the metadata cache's hits and misses when
     /// PROGRAM exits.
     #[arg(long, requires = "fs")]
@@ -162,8 +167,15 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
             format!("{name}:{}", src.display())
         }
         "nullfs" => name.to_string(),
+        "timingfs" => {
+            let profile = source.unwrap_or("ssd");
+            if fusebox_examples::timingfs::TimingProfile::parse(profile).is_none() {
+                bail!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)");
+            }
+            format!("timingfs:{profile}")
+        }
         "memfs" => bail!("memfs keeps its files in its process, and direct mode runs one instance per process: not supported in direct mode yet"),
-        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC or nullfs)"),
+        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs or timingfs:PROFILE)"),
     };
     let at = if at.is_absolute() {
         at.to_path_buf()
@@ -203,6 +215,9 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     cmd.env_remove("FUSEBOX_DIRECT_SHARED");
     if let Some(n) = args.cache_entries {
         cmd.env("FUSEBOX_DIRECT_CACHE", n.to_string());
+    }
+    if let Some(n) = args.page_cache {
+        cmd.env("FUSEBOX_DIRECT_PAGE_CACHE", n.to_string());
     }
     if args.stats {
         // This process's id, which the program keeps: it reports.

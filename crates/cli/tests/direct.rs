@@ -334,6 +334,65 @@ print(os.getcwd())
     );
 }
 
+/// A filesystem whose data is not in the kernel's page cache (timingfs)
+/// gets direct mode's page cache by default: reads through it return what
+/// reads without it return (unaligned, overlapping, past the end), and
+/// repeated ones are answered from it.
+#[test]
+fn the_page_cache_answers_reads_as_the_filesystem_does() {
+    let s = scratch("direct-pages");
+    let at = s.path().join("mnt");
+    let script = format!(
+        r#"
+import hashlib, os
+f = os.open("{at}/file0", os.O_RDONLY)
+size = os.fstat(f).st_size
+h = hashlib.sha256()
+for rnd in range(2):
+    for off, n in [(0, 4096), (100, 10000), (4095, 2), (65536, 1 << 20), (3, 1), (size - 5000, 9000), (size, 10), (8192, 4096)]:
+        h.update(os.pread(f, n, off))
+    os.lseek(f, 12345, 0)
+    h.update(os.read(f, 70000))
+print(size, h.hexdigest())
+"#,
+        at = at.display()
+    );
+    let run = |pages: &str| {
+        let out = Command::new(BIN)
+            .args([
+                "run",
+                "--stats",
+                "--page-cache",
+                pages,
+                "--fs",
+                "timingfs:pmem",
+                "--at",
+            ])
+            .arg(&at)
+            .args(["--", "python3", "-c", &script])
+            .env("FUSEBOX_DIRECT_PRELOAD", preload())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    };
+    let (cached, uncached) = (run("1024"), run("0"));
+    assert_eq!(
+        String::from_utf8_lossy(&cached.stdout),
+        String::from_utf8_lossy(&uncached.stdout)
+    );
+    let page_hits = |o: &Output| -> u64 {
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        err.split("page cache: ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no page cache figures: {err}"))
+    };
+    assert!(page_hits(&cached) > 0, "{}", text(&cached));
+    assert_eq!(page_hits(&uncached), 0, "{}", text(&uncached));
+}
+
 #[test]
 fn bad_direct_mode_input_gets_one_clear_line() {
     let s = scratch("direct-errors");

@@ -7,7 +7,7 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `FUSEBOX_DIRECT_FS` | `stackfs:SRC`, `pathfs:SRC` or `nullfs` |
+//! | `FUSEBOX_DIRECT_FS` | `stackfs:SRC`, `pathfs:SRC`, `nullfs` or `timingfs:PROFILE` |
 //! | `FUSEBOX_DIRECT_AT` | the absolute path the filesystem appears at |
 //!
 //! Each process builds its own instance: right for filesystems whose
@@ -24,6 +24,7 @@ use fusebox::fs::Filesystem;
 use fusebox_direct::{MetaCache, VirtualMount};
 use fusebox_examples::pathfs::PathPassthrough;
 use fusebox_examples::stackfs::{StackFs, StackOptions};
+use fusebox_examples::timingfs::{TimingFs, TimingProfile};
 
 mod constructor;
 
@@ -31,8 +32,14 @@ mod constructor;
 /// process's descriptor table with it.
 const FD_CACHE: u64 = 1024;
 
-/// The filesystem `spec` names.
-pub fn build(spec: &str) -> Result<Arc<dyn Filesystem>, String> {
+/// Pages the page cache holds by default (64 MiB a process), for
+/// filesystems whose data is not in the kernel's page cache already.
+const DEFAULT_PAGES: u64 = 16_384;
+
+/// The filesystem `spec` names, and the page cache it gets by default:
+/// none for stackfs and pathfs, whose reads reach the source's kernel page
+/// cache (and whose source others may change behind a cache of ours).
+pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
     let (name, source) = match spec.split_once(':') {
         Some((n, s)) => (n, Some(s)),
         None => (spec, None),
@@ -51,17 +58,28 @@ pub fn build(spec: &str) -> Result<Arc<dyn Filesystem>, String> {
                 ..StackOptions::default()
             };
             let fs = StackFs::new(src, opts).map_err(|e| format!("opening source {}: {e}", src.display()))?;
-            Ok(Arc::new(fs))
+            Ok((Arc::new(fs), 0))
         }
         "pathfs" => {
             let src = need_source()?;
             let fs = PathPassthrough::new(src, Default::default())
                 .map_err(|e| format!("opening source {}: {e}", src.display()))?;
-            Ok(Arc::new(fusebox::PathAdapter::new(fs)))
+            Ok((Arc::new(fusebox::PathAdapter::new(fs)), 0))
         }
-        "nullfs" => Ok(Arc::new(fusebox_examples::nullfs::NullFs::new(Default::default()))),
+        "nullfs" => Ok((
+            Arc::new(fusebox_examples::nullfs::NullFs::new(Default::default())),
+            DEFAULT_PAGES,
+        )),
+        "timingfs" => {
+            // One 1 GiB file, as `fusebox mount timingfs` by default.
+            let profile = source.unwrap_or("ssd");
+            let profile = TimingProfile::parse(profile)
+                .ok_or(format!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)"))?;
+            let fs = TimingFs::new(profile, 1, 1 << 30, Default::default());
+            Ok((Arc::new(fs), DEFAULT_PAGES))
+        }
         "memfs" => Err("memfs keeps its files in its process, and direct mode runs one instance per process: not supported yet".into()),
-        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs)")),
+        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs, timingfs)")),
     }
 }
 
@@ -74,12 +92,15 @@ fn at_exit() {
     }
     match fusebox_direct::cache_stats() {
         Some(s) => {
-            let all = (s.hits + s.misses).max(1);
+            let pct = |h: u64, m: u64| 100.0 * h as f64 / (h + m).max(1) as f64;
             eprintln!(
-                "fusebox direct mode: metadata cache: {} hits, {} misses ({:.1}% hits)",
+                "fusebox direct mode: metadata cache: {} hits, {} misses ({:.1}% hits); page cache: {} hits, {} misses ({:.1}% hits)",
                 s.hits,
                 s.misses,
-                100.0 * s.hits as f64 / all as f64
+                pct(s.hits, s.misses),
+                s.page_hits,
+                s.page_misses,
+                pct(s.page_hits, s.page_misses)
             );
         }
         None => eprintln!("fusebox direct mode: metadata cache: off"),
@@ -114,7 +135,7 @@ fn start() {
     let umask = rustix::process::umask(rustix::fs::Mode::empty());
     let fs = build(&spec);
     rustix::process::umask(umask);
-    let fs = fs.unwrap_or_else(|e| fail(e));
+    let (fs, default_pages) = fs.unwrap_or_else(|e| fail(e));
     let mount = VirtualMount::new(at, fs);
     let entries = match std::env::var(fusebox_direct::cache::SIZE_VAR) {
         Ok(v) => v.parse().unwrap_or_else(|_| {
@@ -128,6 +149,16 @@ fn start() {
     if let Some(cache) = MetaCache::for_process(entries) {
         mount.set_metadata_cache(cache);
     }
+    let pages = match std::env::var(fusebox_direct::cache::PAGES_VAR) {
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            fail(format!(
+                "{}={v:?}: expected a number of pages",
+                fusebox_direct::cache::PAGES_VAR
+            ))
+        }),
+        Err(_) => default_pages,
+    };
+    mount.set_page_cache(pages);
     // The launcher's process id: the program it executed, and whatever
     // that one executes in its place, reports at exit; other processes
     // of the run do not.

@@ -48,6 +48,9 @@ use fusebox::NodeId;
 
 /// Names the shared page's descriptor to the programs the run executes.
 pub const SHARED_VAR: &str = "FUSEBOX_DIRECT_SHARED";
+/// Pages of file data the page cache holds per process; 0 turns it off
+/// (the default depends on the filesystem).
+pub const PAGES_VAR: &str = "FUSEBOX_DIRECT_PAGE_CACHE";
 /// The number of paths the cache holds; 0 turns it off.
 pub const SIZE_VAR: &str = "FUSEBOX_DIRECT_CACHE";
 pub const DEFAULT_ENTRIES: u64 = 65_536;
@@ -71,8 +74,11 @@ pub struct Shared {
     slots: AtomicU64,
     /// Bumped when a name hashing to the slot goes away or moves.
     names: [AtomicU64; NAME_SLOTS],
-    /// Bumped when the attributes of an inode hashing to the slot change.
+    /// Bumped when the attributes of an inode hashing to the slot change
+    /// (which a write does): also the page cache's stamp.
     inos: [AtomicU64; INO_SLOTS],
+    page_hits: AtomicU64,
+    page_misses: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Shared>() <= SHARED_BYTES);
@@ -223,11 +229,14 @@ impl Slot {
     }
 }
 
-/// Hits and misses of every process of the run so far.
+/// Hits and misses of every process of the run so far (pages: of the
+/// page cache, 0 when it is off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
+    pub page_hits: u64,
+    pub page_misses: u64,
 }
 
 impl MetaCache {
@@ -388,6 +397,15 @@ impl MetaCache {
         self.shared.names[name_slot(name)].fetch_add(1, Ordering::AcqRel);
     }
 
+    /// A page cache of `pages` pages (per process), whose pages stay good
+    /// while their inode's stamp does.
+    pub fn pages(&self, pages: u64) -> PageCache {
+        PageCache {
+            pages: moka::sync::Cache::new(pages),
+            shared: self.shared,
+        }
+    }
+
     /// The directory-walk cache for `fs`, sized like this one, sharing
     /// its page.
     pub(crate) fn dentries(&self, fs: Arc<dyn Filesystem>) -> Dentries {
@@ -413,6 +431,8 @@ impl MetaCache {
         CacheStats {
             hits: self.shared.hits.load(Ordering::Relaxed),
             misses: self.shared.misses.load(Ordering::Relaxed),
+            page_hits: self.shared.page_hits.load(Ordering::Relaxed),
+            page_misses: self.shared.page_misses.load(Ordering::Relaxed),
         }
     }
 }
@@ -496,6 +516,62 @@ fn map_shared(fd: i32, offset: u64, len: usize) -> Option<*mut libc::c_void> {
         )
     };
     (p != libc::MAP_FAILED).then_some(p)
+}
+
+/// Bytes per page of the page cache.
+pub const PAGE_BYTES: usize = 4096;
+
+#[derive(Clone)]
+struct Page {
+    /// PAGE_BYTES, or fewer for the last page of a file (its end).
+    data: Arc<[u8]>,
+    stamp: u64,
+}
+
+/// File data read through the mount, by inode and page, in user space
+/// (Prefuse's page cache): for filesystems whose data does not already sit
+/// in the kernel's page cache (not stackfs or pathfs, whose reads reach the
+/// source's). A write through the mount, in any process of the run, bumps
+/// the inode's shared stamp, and its pages are stale from then; data
+/// changed behind the filesystem's back is not seen, which is why it is
+/// off for filesystems over a directory others may write.
+pub struct PageCache {
+    pages: moka::sync::Cache<(u64, u64), Page>,
+    shared: &'static Shared,
+}
+
+impl PageCache {
+    /// The stamp to give pages read from now on.
+    pub fn stamp(&self, ino: u64) -> u64 {
+        self.shared.inos[ino_slot(ino)].load(Ordering::Acquire)
+    }
+
+    pub fn get(&self, ino: u64, index: u64) -> Option<Arc<[u8]>> {
+        let hit = self
+            .pages
+            .get(&(ino, index))
+            .filter(|p| p.stamp == self.stamp(ino))
+            .map(|p| p.data);
+        let counter = if hit.is_some() {
+            &self.shared.page_hits
+        } else {
+            &self.shared.page_misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        hit
+    }
+
+    /// Keep `data` (at most a page) as page `index` of `ino`, read under
+    /// `stamp`.
+    pub fn put(&self, ino: u64, index: u64, data: &[u8], stamp: u64) {
+        if stamp == self.stamp(ino) {
+            let page = Page {
+                data: data.into(),
+                stamp,
+            };
+            self.pages.insert((ino, index), page);
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -30,10 +30,11 @@ type EnvVar = (Vec<u8>, Vec<u8>);
 /// from a served one (even if it clears its environment).
 const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
 /// Carried too when set.
-const CARRIED_IF_SET: [&str; 4] = [
+const CARRIED_IF_SET: [&str; 5] = [
     intercept::MECHANISM_VAR,
     crate::cache::SHARED_VAR,
     crate::cache::SIZE_VAR,
+    crate::cache::PAGES_VAR,
     STATS_VAR,
 ];
 /// The launcher's process id (which the program it executes keeps): that

@@ -22,7 +22,7 @@ use fusebox::protocol::{DataOut, DirEntries};
 use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 
 use crate::appmem::UserBuf;
-use crate::cache::{CacheStats, Dentries, MetaCache};
+use crate::cache::{CacheStats, Dentries, MetaCache, PageCache, PAGE_BYTES};
 use crate::intercept::raw_syscall;
 
 /// A call's result as the kernel gives it: a value or an errno.
@@ -235,6 +235,8 @@ pub struct VirtualMount {
     /// Directories walks went through, with it.
     dentries: std::sync::OnceLock<Dentries>,
     root_ino: std::sync::OnceLock<u64>,
+    /// File data, when on (`set_page_cache`).
+    pages: std::sync::OnceLock<PageCache>,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -386,6 +388,7 @@ impl VirtualMount {
             cache: std::sync::OnceLock::new(),
             dentries: std::sync::OnceLock::new(),
             root_ino: std::sync::OnceLock::new(),
+            pages: std::sync::OnceLock::new(),
         }
     }
 
@@ -393,6 +396,14 @@ impl VirtualMount {
     pub fn set_metadata_cache(&self, cache: MetaCache) {
         let _ = self.dentries.set(cache.dentries(self.fs.clone()));
         let _ = self.cache.set(cache);
+    }
+
+    /// Keep file data read through the mount in a page cache of `pages`
+    /// pages (needs the metadata cache, whose stamps it uses).
+    pub fn set_page_cache(&self, pages: u64) {
+        if let (Some(c), true) = (self.cache.get(), pages > 0) {
+            let _ = self.pages.set(c.pages(pages));
+        }
     }
 
     /// The metadata cache's shared page descriptor, if the cache is on.
@@ -1212,6 +1223,17 @@ impl VirtualMount {
         let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         let start = at.unwrap_or_else(|| offset_of(fd));
         let ctx = Self::ctx();
+        if let Some(pages) = self
+            .pages
+            .get()
+            .filter(|_| file.flags() & libc::O_DIRECT == 0)
+        {
+            let done = self.read_paged(pages, &ctx, file, start, len, put)?;
+            if at.is_none() {
+                set_offset(fd, start + done as u64);
+            }
+            return Ok(done as i64);
+        }
         let mut done = 0usize;
         while done < len {
             let want = (len - done).min(IO_CHUNK);
@@ -1245,6 +1267,78 @@ impl VirtualMount {
             set_offset(fd, start + done as u64);
         }
         Ok(done as i64)
+    }
+
+    /// `read_with` through the page cache: pages it holds are copied, a
+    /// missing one is read with those after it that the request covers,
+    /// in one read of whole pages. A page shorter than PAGE_BYTES is the
+    /// file's end.
+    fn read_paged(
+        &self,
+        pages: &PageCache,
+        ctx: &Ctx<'_>,
+        file: &OpenFile,
+        start: u64,
+        len: usize,
+        mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
+    ) -> Result<usize, i32> {
+        let page_bytes = PAGE_BYTES as u64;
+        let mut done = 0usize;
+        while done < len {
+            let offset = start + done as u64;
+            let (index, within) = (offset / page_bytes, (offset % page_bytes) as usize);
+            let page = match pages.get(file.ino, index) {
+                Some(p) => p,
+                None => {
+                    let count = (within + len - done)
+                        .div_ceil(PAGE_BYTES)
+                        .min(IO_CHUNK / PAGE_BYTES);
+                    let stamp = pages.stamp(file.ino);
+                    let mut out = DataOut::with_capacity(count * PAGE_BYTES);
+                    let args = Read {
+                        fh: file.fh,
+                        offset: index * page_bytes,
+                        size: (count * PAGE_BYTES) as u32,
+                        flags: file.flags(),
+                        lock_owner: None,
+                    };
+                    match file.fs.read(ctx, file.node, &args, &mut out) {
+                        Ok(()) => {}
+                        Err(e) if done == 0 => return Err(err(e)),
+                        Err(_) => break,
+                    }
+                    let data = out.as_slice();
+                    for (i, chunk) in data.chunks(PAGE_BYTES).enumerate() {
+                        pages.put(file.ino, index + i as u64, chunk, stamp);
+                    }
+                    if data.len() < count * PAGE_BYTES && data.len().is_multiple_of(PAGE_BYTES) {
+                        // The end falls on a page boundary: an empty page marks it.
+                        pages.put(
+                            file.ino,
+                            index + (data.len() / PAGE_BYTES) as u64,
+                            &[],
+                            stamp,
+                        );
+                    }
+                    data[..data.len().min(PAGE_BYTES)].into()
+                }
+            };
+            if within >= page.len() {
+                break;
+            }
+            let n = (page.len() - within).min(len - done);
+            if let Err(e) = put(done, &page[within..within + n]) {
+                if done == 0 {
+                    return Err(e);
+                }
+                break;
+            }
+            done += n;
+            if page.len() < PAGE_BYTES && within + n == page.len() {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     pub(crate) fn write(
