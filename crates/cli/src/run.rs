@@ -19,7 +19,8 @@ use anyhow::{bail, Context, Result};
 pub struct RunArgs {
     /// Direct mode: serve this filesystem inside PROGRAM's own process
     /// (and the programs it runs) instead of running a libfuse program:
-    /// stackfs:SRC, pathfs:SRC, nullfs or timingfs:PROFILE.
+    /// stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE or
+    /// timingfs-async:PROFILE (the same through the async API).
     #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "options", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
@@ -167,15 +168,15 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
             format!("{name}:{}", src.display())
         }
         "nullfs" => name.to_string(),
-        "timingfs" => {
+        "timingfs" | "timingfs-async" => {
             let profile = source.unwrap_or("ssd");
             if fusebox_examples::timingfs::TimingProfile::parse(profile).is_none() {
                 bail!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)");
             }
-            format!("timingfs:{profile}")
+            format!("{name}:{profile}")
         }
         "memfs" => bail!("memfs keeps its files in its process, and direct mode runs one instance per process: not supported in direct mode yet"),
-        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs or timingfs:PROFILE)"),
+        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE or timingfs-async:PROFILE)"),
     };
     let at = if at.is_absolute() {
         at.to_path_buf()

@@ -393,6 +393,61 @@ print(size, h.hexdigest())
     assert_eq!(page_hits(&uncached), 0, "{}", text(&uncached));
 }
 
+/// A filesystem written to the async API (timingfs's, through
+/// AsyncAdapter) is served in direct mode unchanged: each call a task the
+/// calling thread waits for, also in a forked child (which has none of the
+/// runtime's threads) and from threads; what it reads equals what the
+/// synchronous timingfs reads.
+#[test]
+fn the_async_api_serves_direct_mode() {
+    let s = scratch("direct-async");
+    let at = s.path().join("mnt");
+    let script = format!(
+        r#"
+import hashlib, os, threading
+def digest():
+    f = os.open("{at}/file0", os.O_RDONLY)
+    h = hashlib.sha256()
+    for off, n in [(0, 4096), (100, 10000), (65536, 300000)]:
+        h.update(os.pread(f, n, off))
+    os.close(f)
+    return h.hexdigest()
+print(sorted(os.listdir("{at}")), os.stat("{at}/file0").st_size, digest())
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, digest().encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print("child", os.read(r, 100).decode() == digest())
+out = []
+ts = [threading.Thread(target=lambda: out.append(digest())) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("threads", len(set(out)), out[0] == digest())
+"#,
+        at = at.display()
+    );
+    let run = |fs: &str| {
+        // A child waiting for a runtime thread it lacks would hang: bounded.
+        let out = Command::new("timeout")
+            .args(["60", BIN, "run", "--page-cache", "0", "--fs", fs, "--at"])
+            .arg(&at)
+            .args(["--", "python3", "-c", &script])
+            .env("FUSEBOX_DIRECT_PRELOAD", preload())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{fs}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let (sync, asynchronous) = (run("timingfs:pmem"), run("timingfs-async:pmem"));
+    assert_eq!(sync, asynchronous);
+    assert!(
+        sync.contains("child True") && sync.contains("threads 1 True"),
+        "{sync}"
+    );
+}
+
 #[test]
 fn bad_direct_mode_input_gets_one_clear_line() {
     let s = scratch("direct-errors");

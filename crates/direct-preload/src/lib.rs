@@ -24,7 +24,7 @@ use fusebox::fs::Filesystem;
 use fusebox_direct::{MetaCache, VirtualMount};
 use fusebox_examples::pathfs::PathPassthrough;
 use fusebox_examples::stackfs::{StackFs, StackOptions};
-use fusebox_examples::timingfs::{TimingFs, TimingProfile};
+use fusebox_examples::timingfs::{AsyncTimingFs, TimingFs, TimingProfile};
 
 mod constructor;
 
@@ -70,16 +70,23 @@ pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
             Arc::new(fusebox_examples::nullfs::NullFs::new(Default::default())),
             DEFAULT_PAGES,
         )),
-        "timingfs" => {
+        "timingfs" | "timingfs-async" => {
             // One 1 GiB file, as `fusebox mount timingfs` by default.
             let profile = source.unwrap_or("ssd");
             let profile = TimingProfile::parse(profile)
                 .ok_or(format!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)"))?;
             let fs = TimingFs::new(profile, 1, 1 << 30, Default::default());
+            if name == "timingfs" {
+                return Ok((Arc::new(fs), DEFAULT_PAGES));
+            }
+            // The same served through the async API: each call a task on
+            // a tokio runtime, waited for by the calling thread.
+            let fs = fusebox::AsyncAdapter::new(AsyncTimingFs(fs))
+                .map_err(|e| format!("starting the tokio runtime: {e}"))?;
             Ok((Arc::new(fs), DEFAULT_PAGES))
         }
         "memfs" => Err("memfs keeps its files in its process, and direct mode runs one instance per process: not supported yet".into()),
-        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs, timingfs)")),
+        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs, timingfs, timingfs-async)")),
     }
 }
 

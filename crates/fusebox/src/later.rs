@@ -447,6 +447,18 @@ pub struct OwnedCtx {
 }
 
 impl OwnedCtx {
+    /// A copy of `ctx` for work answered by returning (no reply token: no
+    /// interrupt to follow).
+    pub fn detached(ctx: &crate::fs::ops::Ctx<'_>) -> OwnedCtx {
+        OwnedCtx {
+            unique: ctx.unique,
+            uid: ctx.uid,
+            gid: ctx.gid,
+            pid: ctx.pid,
+            state: None,
+        }
+    }
+
     pub fn ctx(&self) -> crate::fs::ops::Ctx<'_> {
         crate::fs::ops::Ctx {
             unique: self.unique,

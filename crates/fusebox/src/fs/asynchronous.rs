@@ -465,7 +465,13 @@ pub struct AsyncAdapter<A> {
     /// The runtime this adapter made (shut down when it is dropped).
     owned: Mutex<Option<tokio::runtime::Runtime>>,
     cancel_on_interrupt: bool,
+    /// The process the runtime's threads live in (a forked child has none
+    /// of them: `wait` there runs on a runtime of the child's own).
+    pid: u32,
 }
+
+/// A forked child's runtime for `AsyncAdapter::wait`, by process id.
+static FORKED_RUNTIME: Mutex<Option<(u32, tokio::runtime::Runtime)>> = Mutex::new(None);
 
 /// Worker threads of the runtime [`AsyncAdapter::new`] makes: the tasks
 /// mostly wait, and the serving threads need the CPUs too.
@@ -485,6 +491,7 @@ impl<A: AsyncFilesystem> AsyncAdapter<A> {
             runtime: rt.handle().clone(),
             owned: Mutex::new(Some(rt)),
             cancel_on_interrupt: true,
+            pid: std::process::id(),
         })
     }
 
@@ -495,6 +502,7 @@ impl<A: AsyncFilesystem> AsyncAdapter<A> {
             runtime,
             owned: Mutex::new(None),
             cancel_on_interrupt: true,
+            pid: std::process::id(),
         }
     }
 
@@ -508,6 +516,52 @@ impl<A: AsyncFilesystem> AsyncAdapter<A> {
 
     pub fn inner(&self) -> &Arc<A> {
         &self.fs
+    }
+
+    /// Run `work` as a task and wait for it on this thread (which may
+    /// belong to another runtime: it only blocks on a channel).
+    fn wait<T, W>(&self, work: W) -> FsResult<T>
+    where
+        T: Send + 'static,
+        W: Future<Output = FsResult<T>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let task = async move {
+            let _ = tx.send(CatchUnwind(Box::pin(work)).await);
+        };
+        let pid = std::process::id();
+        if pid == self.pid {
+            self.runtime.spawn(task);
+        } else {
+            let mut forked = FORKED_RUNTIME
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if forked.as_ref().is_none_or(|(p, _)| *p != pid) {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("fusebox-async")
+                    .enable_all()
+                    .build()
+                    .map_err(|_| Errno::EIO)?;
+                // The parent's (copied, threadless) runtime is never shut
+                // down here: that would wait for threads this process lacks.
+                if let Some(old) = forked.replace((pid, rt)) {
+                    std::mem::forget(old);
+                }
+            }
+            if let Some((_, rt)) = forked.as_ref() {
+                rt.spawn(task);
+            }
+        }
+        match rx.recv() {
+            Ok(Ok(r)) => r,
+            Ok(Err(panic)) => {
+                tracing::error!(panic = %panic, "async filesystem method panicked; answering EIO");
+                Err(Errno::EIO)
+            }
+            // The runtime is shutting down.
+            Err(_) => Err(Errno::EIO),
+        }
     }
 
     /// Run `work` as a task and answer its result with `answer`.
@@ -594,6 +648,18 @@ fn data_out(limit: usize) -> DataOut<'static> {
     out
 }
 
+/// A task's directory entries into the caller's.
+fn copy_entries(sink: &mut DirEntries<'_, '_>, data: DataOut<'static>) -> FsResult<()> {
+    sink.extend_encoded(data.as_slice());
+    Ok(())
+}
+
+/// A task's data answer into the caller's buffer.
+fn copy_data(sink: &mut DataOut<'_>, data: DataOut<'static>) -> FsResult<()> {
+    sink.extend_from_slice(data.as_slice());
+    Ok(())
+}
+
 fn answer_data(token: ReplyToken, out: DataOut<'static>) {
     token.data_out(out)
 }
@@ -603,9 +669,23 @@ fn answer_ok(token: ReplyToken, (): ()) {
 }
 
 /// The task of a request: `$body` runs with `fs` (the filesystem) and `c`
-/// (an owned copy of the caller's context, lent as `&c.ctx()`).
+/// (an owned copy of the caller's context, lent as `&c.ctx()`). A caller
+/// that cannot be answered later (direct mode calls the filesystem from
+/// the application's thread, with `Ctx::internal`-like contexts) waits for
+/// the task, and `$sync` turns its result into the method's (by default,
+/// the same value).
 macro_rules! later {
-    ($self:ident, $ctx:ident, $answer:expr, |$fs:ident, $c:ident| $body:expr) => {{
+    ($self:ident, $ctx:ident, $answer:expr, |$fs:ident, $c:ident| $body:expr) => {
+        later!($self, $ctx, $answer, |$fs, $c| $body, Ok)
+    };
+    ($self:ident, $ctx:ident, $answer:expr, |$fs:ident, $c:ident| $body:expr, $sync:expr) => {{
+        if !$ctx.can_reply_later() {
+            let $fs = $self.fs.clone();
+            let $c = crate::later::OwnedCtx::detached($ctx);
+            let value = $self.wait(async move { $body })?;
+            #[allow(clippy::redundant_closure_call)]
+            return ($sync)(value);
+        }
         let token = $ctx.reply_later()?;
         let $fs = $self.fs.clone();
         let $c = token.owned_ctx($ctx);
@@ -651,11 +731,17 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
             .await)
     }
 
-    fn readlink(&self, ctx: &Ctx, node: NodeId, _: &mut DataOut) -> FsResult<()> {
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(libc::PATH_MAX as usize);
-            fs.readlink(&c.ctx(), node, &mut out).await.map(|()| out)
-        })
+    fn readlink(&self, ctx: &Ctx, node: NodeId, sink: &mut DataOut) -> FsResult<()> {
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(libc::PATH_MAX as usize);
+                fs.readlink(&c.ctx(), node, &mut out).await.map(|()| out)
+            },
+            |v: DataOut<'static>| copy_data(sink, v)
+        )
     }
 
     fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
@@ -728,12 +814,18 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
             .await)
     }
 
-    fn read(&self, ctx: &Ctx, node: NodeId, args: &Read, _: &mut DataOut) -> FsResult<()> {
+    fn read(&self, ctx: &Ctx, node: NodeId, args: &Read, sink: &mut DataOut) -> FsResult<()> {
         let args = *args;
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(args.size as usize);
-            fs.read(&c.ctx(), node, &args, &mut out).await.map(|()| out)
-        })
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(args.size as usize);
+                fs.read(&c.ctx(), node, &args, &mut out).await.map(|()| out)
+            },
+            |v: DataOut<'static>| copy_data(sink, v)
+        )
     }
 
     fn write(&self, ctx: &Ctx, node: NodeId, args: &Write) -> FsResult<u32> {
@@ -786,14 +878,20 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
             .await)
     }
 
-    fn readdir(&self, ctx: &Ctx, node: NodeId, args: &Read, _: &mut DirEntries) -> FsResult<()> {
+    fn readdir(&self, ctx: &Ctx, node: NodeId, args: &Read, sink: &mut DirEntries) -> FsResult<()> {
         let args = *args;
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(args.size as usize);
-            let mut entries = DirEntries::new(&mut out, false);
-            let r = fs.readdir(&c.ctx(), node, &args, &mut entries).await;
-            r.map(|()| out)
-        })
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(args.size as usize);
+                let mut entries = DirEntries::new(&mut out, false);
+                let r = fs.readdir(&c.ctx(), node, &args, &mut entries).await;
+                r.map(|()| out)
+            },
+            |v: DataOut<'static>| copy_entries(sink, v)
+        )
     }
 
     fn readdirplus(
@@ -801,15 +899,21 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
         ctx: &Ctx,
         node: NodeId,
         args: &Read,
-        _: &mut DirEntries,
+        sink: &mut DirEntries,
     ) -> FsResult<()> {
         let args = *args;
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(args.size as usize);
-            let mut entries = DirEntries::new(&mut out, true);
-            let r = fs.readdirplus(&c.ctx(), node, &args, &mut entries).await;
-            r.map(|()| out)
-        })
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(args.size as usize);
+                let mut entries = DirEntries::new(&mut out, true);
+                let r = fs.readdirplus(&c.ctx(), node, &args, &mut entries).await;
+                r.map(|()| out)
+            },
+            |v: DataOut<'static>| copy_entries(sink, v)
+        )
     }
 
     fn releasedir(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
@@ -847,20 +951,32 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
 
     fn getxattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
         let (name, limit) = (name.to_owned(), out.limit());
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(limit);
-            fs.getxattr(&c.ctx(), node, &name, &mut out)
-                .await
-                .map(|()| out)
-        })
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(limit);
+                fs.getxattr(&c.ctx(), node, &name, &mut out)
+                    .await
+                    .map(|()| out)
+            },
+            |v: DataOut<'static>| copy_data(out, v)
+        )
     }
 
     fn listxattr(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
         let limit = out.limit();
-        later!(self, ctx, answer_data, |fs, c| {
-            let mut out = data_out(limit);
-            fs.listxattr(&c.ctx(), node, &mut out).await.map(|()| out)
-        })
+        later!(
+            self,
+            ctx,
+            answer_data,
+            |fs, c| {
+                let mut out = data_out(limit);
+                fs.listxattr(&c.ctx(), node, &mut out).await.map(|()| out)
+            },
+            |v: DataOut<'static>| copy_data(out, v)
+        )
     }
 
     fn removexattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
@@ -912,7 +1028,7 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
             .await)
     }
 
-    fn ioctl(&self, ctx: &Ctx, node: NodeId, args: &Ioctl, _: &mut DataOut) -> FsResult<i32> {
+    fn ioctl(&self, ctx: &Ctx, node: NodeId, args: &Ioctl, sink: &mut DataOut) -> FsResult<i32> {
         let input = args.input.to_vec();
         let (fh, flags, cmd, arg, out_size) =
             (args.fh, args.flags, args.cmd, args.arg, args.out_size);
@@ -933,7 +1049,8 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
                 fs.ioctl(&c.ctx(), node, &args, &mut out)
                     .await
                     .map(|r| (r, out))
-            }
+            },
+            |(result, out): (i32, DataOut<'static>)| copy_data(sink, out).map(|()| result)
         )
     }
 

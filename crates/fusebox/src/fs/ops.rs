@@ -54,6 +54,12 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether [`reply_later`](Ctx::reply_later) can work for this request
+    /// (a request from the kernel over a transport that answers later).
+    pub fn can_reply_later(&self) -> bool {
+        self.later.is_some()
+    }
+
     /// True once the application gave up on this request (a signal). A slow
     /// filesystem may check this and return `Errno::EINTR` early.
     pub fn interrupted(&self) -> bool {

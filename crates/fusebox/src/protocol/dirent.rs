@@ -30,6 +30,12 @@ impl<'a, 'b> DirEntries<'a, 'b> {
         DirEntries { out, plus }
     }
 
+    /// Entries already encoded (by another `DirEntries` of the same kind),
+    /// appended as they are.
+    pub(crate) fn extend_encoded(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
     /// True for READDIRPLUS: entries need attributes, and each one added
     /// with a non-zero node counts as a lookup (except "." and "..").
     pub fn is_plus(&self) -> bool {
