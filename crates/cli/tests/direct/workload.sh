@@ -26,7 +26,7 @@ for root, dirs, files in sorted(os.walk('pycopy')):
 print(open('pycopy/notes.txt').read().count('\n'))
 PY
 cd proj && git init -q && git add . && git -c user.email=a@b -c user.name=t commit -qm first && git log --format=%s && git status --short && echo changed >> notes.txt && git status --short; cd ..
-sqlite3 db.sqlite 'create table t(a integer, b text);' && for i in $(seq 1 200); do echo "insert into t values($i, 'row $i');"; done | sqlite3 db.sqlite && sqlite3 db.sqlite 'select count(*), sum(a) from t; pragma integrity_check;'
+sqlite3 db.sqlite 'create table t(a integer, b text);' && for i in $(seq 1 10000); do echo "insert into t values($i, 'row $i');"; done | sqlite3 db.sqlite && sqlite3 db.sqlite 'select count(*), sum(a) from t; pragma integrity_check;'
 ln -s nowhere dangling
 (set -C; echo x > dangling) 2>&1 | sed 's/.*: //'
 ls nowhere 2>&1 | sed 's/.*: //'
