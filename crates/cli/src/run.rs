@@ -80,25 +80,41 @@ pub enum Intercept {
 
 /// Where the drop-in is: given, or found beside this binary.
 fn find_library(given: Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(p) = given.or_else(|| std::env::var_os("FUSEBOX_LIBFUSE3").map(PathBuf::from)) {
-        if !p.is_file() {
-            bail!("the libfuse3 drop-in {} does not exist", p.display());
+    find_beside(
+        given.or_else(|| std::env::var_os("FUSEBOX_LIBFUSE3").map(PathBuf::from)),
+        "libfuse3 drop-in",
+        &[
+            "libfuse3.so",
+            "dropin/libfuse3.so.3",
+            "../lib/fusebox/libfuse3.so.3",
+        ],
+        "build it with `cargo build --release -p fusebox-libfuse3` or name it with --library",
+    )
+}
+
+/// A library of ours: `given`, or the first of `names` (relative to this
+/// binary's directory) that exists; as an absolute path, since the
+/// programs it is handed to change directories.
+fn find_beside(given: Option<PathBuf>, what: &str, names: &[&str], hint: &str) -> Result<PathBuf> {
+    let found = match given {
+        Some(p) if !p.is_file() => bail!("the {what} {} does not exist", p.display()),
+        Some(p) => p,
+        None => {
+            let exe = std::env::current_exe().context("locating this binary")?;
+            let dir = exe.parent().context("this binary has no directory")?;
+            let candidates: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
+            candidates
+                .iter()
+                .find(|p| p.is_file())
+                .cloned()
+                .with_context(|| {
+                    let looked: Vec<String> =
+                        candidates.iter().map(|p| p.display().to_string()).collect();
+                    format!("no {what} found (looked for {}); {hint}", looked.join(", "))
+                })?
         }
-        return Ok(p);
-    }
-    let exe = std::env::current_exe().context("locating this binary")?;
-    let dir = exe.parent().context("this binary has no directory")?;
-    let candidates = [
-        dir.join("libfuse3.so"),
-        dir.join("dropin/libfuse3.so.3"),
-        dir.join("../lib/fusebox/libfuse3.so.3"),
-    ];
-    candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
-        format!(
-            "no libfuse3 drop-in found (looked for {}); build it with `cargo build --release -p fusebox-libfuse3` or name it with --library",
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        )
-    })
+    };
+    std::fs::canonicalize(&found).with_context(|| format!("resolving {}", found.display()))
 }
 
 /// A directory where the library answers to `libfuse3.so.3`, the name the
@@ -130,25 +146,15 @@ fn loader_dir(lib: &Path) -> Result<PathBuf> {
 
 /// Where the direct-mode library is: beside this binary, or installed.
 fn find_preload() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("FUSEBOX_DIRECT_PRELOAD").map(PathBuf::from) {
-        if !p.is_file() {
-            bail!("the direct-mode library {} does not exist", p.display());
-        }
-        return Ok(p);
-    }
-    let exe = std::env::current_exe().context("locating this binary")?;
-    let dir = exe.parent().context("this binary has no directory")?;
-    let candidates = [
-        dir.join("libfusebox_direct_preload.so"),
-        dir.join("../lib/fusebox/libfusebox_direct_preload.so"),
-    ];
-    let found = candidates.iter().find(|p| p.is_file()).with_context(|| {
-        format!(
-            "no direct-mode library found (looked for {}); build it with `cargo build --release -p fusebox-direct-preload`",
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        )
-    })?;
-    std::fs::canonicalize(found).with_context(|| format!("resolving {}", found.display()))
+    find_beside(
+        std::env::var_os("FUSEBOX_DIRECT_PRELOAD").map(PathBuf::from),
+        "direct-mode library",
+        &[
+            "libfusebox_direct_preload.so",
+            "../lib/fusebox/libfusebox_direct_preload.so",
+        ],
+        "build it with `cargo build --release -p fusebox-direct-preload`",
+    )
 }
 
 /// Run PROGRAM in direct mode.

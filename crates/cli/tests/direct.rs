@@ -23,18 +23,16 @@ fn preload() -> PathBuf {
 }
 
 fn direct(fs: &str, at: &Path, program: &[&str]) -> Output {
-    direct_by(None, fs, at, program)
+    direct_with(&[], fs, at, program)
 }
 
-/// `fusebox run --intercept HOW` (the default, rewriting, without).
-fn direct_by(intercept: Option<&str>, fs: &str, at: &Path, program: &[&str]) -> Output {
-    let mut how = vec![];
-    if let Some(i) = intercept {
-        how = vec!["--intercept", i];
-    }
-    Command::new(BIN)
-        .arg("run")
-        .args(how)
+/// `fusebox run FLAGS --fs FS --at AT -- PROGRAM`, bounded in time (a
+/// program waiting for something direct mode failed to give would hang the
+/// suite).
+fn direct_with(flags: &[&str], fs: &str, at: &Path, program: &[&str]) -> Output {
+    Command::new("timeout")
+        .args(["300", BIN, "run"])
+        .args(flags)
         .args(["--fs", fs, "--at"])
         .arg(at)
         .arg("--")
@@ -127,7 +125,8 @@ fn real_programs_compared_with_native(intercept: Option<&str>) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/direct/workload.sh");
     let script = script.to_str().unwrap();
     let fs = format!("stackfs:{}", src.display());
-    let got = direct_by(intercept, &fs, &at, &["bash", script, at.to_str().unwrap()]);
+    let how = intercept.map_or(vec![], |i| vec!["--intercept", i]);
+    let got = direct_with(&how, &fs, &at, &["bash", script, at.to_str().unwrap()]);
     let want = Command::new("bash")
         .args([script, native.to_str().unwrap()])
         .output()
@@ -259,13 +258,7 @@ print(os.path.exists("c/b/h"), os.listdir("c/b"))
         at = at.display()
     );
     let fs = format!("stackfs:{}", src.display());
-    let out = Command::new(BIN)
-        .args(["run", "--stats", "--fs", &fs, "--at"])
-        .arg(&at)
-        .args(["--", "bash", "-c", &script])
-        .env("FUSEBOX_DIRECT_PRELOAD", preload())
-        .output()
-        .unwrap();
+    let out = direct_with(&["--stats"], &fs, &at, &["bash", "-c", &script]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "not-x\nnot-x\nnot-x\nx\n0o755\n0o600\n5\nFalse True\n7 2\nFalse True\nFalse []\n",
@@ -358,21 +351,8 @@ print(size, h.hexdigest())
         at = at.display()
     );
     let run = |pages: &str| {
-        let out = Command::new(BIN)
-            .args([
-                "run",
-                "--stats",
-                "--page-cache",
-                pages,
-                "--fs",
-                "timingfs:pmem",
-                "--at",
-            ])
-            .arg(&at)
-            .args(["--", "python3", "-c", &script])
-            .env("FUSEBOX_DIRECT_PRELOAD", preload())
-            .output()
-            .unwrap();
+        let flags = ["--stats", "--page-cache", pages];
+        let out = direct_with(&flags, "timingfs:pmem", &at, &["python3", "-c", &script]);
         assert!(out.status.success(), "{}", text(&out));
         out
     };
@@ -429,14 +409,9 @@ print("threads", len(set(out)), out[0] == digest())
         at = at.display()
     );
     let run = |fs: &str| {
-        // A child waiting for a runtime thread it lacks would hang: bounded.
-        let out = Command::new("timeout")
-            .args(["60", BIN, "run", "--page-cache", "0", "--fs", fs, "--at"])
-            .arg(&at)
-            .args(["--", "python3", "-c", &script])
-            .env("FUSEBOX_DIRECT_PRELOAD", preload())
-            .output()
-            .unwrap();
+        // (A child waiting for a runtime thread it lacks would hang: the
+        // run is bounded.)
+        let out = direct_with(&["--page-cache", "0"], fs, &at, &["python3", "-c", &script]);
         assert!(out.status.success(), "{fs}: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).to_string()
     };

@@ -87,13 +87,16 @@ fn ino_slot(ino: u64) -> usize {
     (ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % INO_SLOTS
 }
 
+/// FNV-1a: the same in every process (the slots and the table are
+/// shared), cheap for short names.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn name_slot(name: &[u8]) -> usize {
-    // FNV-1a: stable across processes (the slots are shared), cheap.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (h % NAME_SLOTS as u64) as usize
+    (fnv1a(name) % NAME_SLOTS as u64) as usize
 }
 
 /// Paths up to this long are cached (longer ones are looked up).
@@ -142,12 +145,9 @@ fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Never 0, which marks an empty slot.
 fn key_hash(path: &[u8], follow: bool) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in path {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (h ^ u64::from(follow)).max(1)
+    (fnv1a(path) ^ u64::from(follow)).max(1)
 }
 
 fn path_words(path: &[u8]) -> [u64; PATH_WORDS] {

@@ -580,7 +580,11 @@ impl VirtualMount {
             } else {
                 dentries.and_then(|d| d.get(here.0, &comp))
             };
-            let names = dentries.map(|d| d.name_stamp(&comp));
+            // The name's stamp before asking, for a directory the walk
+            // cache may keep (the last component is never kept).
+            let names = dentries
+                .filter(|_| !last && cached.is_none())
+                .map(|d| d.name_stamp(&comp));
             let found = match cached {
                 Some(d) => Ok(fusebox::Entry {
                     node: d.node,
@@ -595,10 +599,9 @@ impl VirtualMount {
                 Ok(e) if e.node.0 != 0 => {
                     let owned = if cached.is_some() {
                         false
-                    } else if !last
-                        && dentries.zip(names).is_some_and(|(d, n)| {
-                            d.put(here.0, &comp, e.node, e.attr, e.entry_ttl, n)
-                        })
+                    } else if dentries
+                        .zip(names)
+                        .is_some_and(|(d, n)| d.put(here.0, &comp, e.node, e.attr, e.entry_ttl, n))
                     {
                         // Its reference went to the cache.
                         false
@@ -1532,15 +1535,26 @@ impl VirtualMount {
         Ok(records.len() as i64)
     }
 
-    pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
-        let mut change = self.changing();
-        let mut looked = self.looked();
-        let r = self.resolve(path, false, &mut looked)?;
-        change.inos.push(r.parent_ino);
+    /// Where a new entry at `path` goes (its directory and name; EEXIST
+    /// if the name is taken), and the change it makes to that directory.
+    fn new_entry<'a>(
+        &'a self,
+        path: &[u8],
+        looked: &mut Looked<'a>,
+    ) -> Result<(Change<'a>, NodeId, Vec<u8>), i32> {
+        let r = self.resolve(path, false, looked)?;
         if r.node.is_some() {
             return Err(libc::EEXIST);
         }
         let name = r.name.ok_or(libc::EEXIST)?;
+        let mut change = self.changing();
+        change.inos.push(r.parent_ino);
+        Ok((change, r.parent, name))
+    }
+
+    pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
+        let mut looked = self.looked();
+        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
         let umask = Self::umask();
         let args = Mkdir {
             mode: mode & !umask & 0o7777,
@@ -1548,21 +1562,15 @@ impl VirtualMount {
         };
         let e = self
             .fs
-            .mkdir(&Self::ctx(), r.parent, OsStr::from_bytes(&name), &args)
+            .mkdir(&Self::ctx(), parent, OsStr::from_bytes(&name), &args)
             .map_err(err)?;
         looked.nodes.push(e.node);
         Ok(0)
     }
 
     pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
-        let mut change = self.changing();
         let mut looked = self.looked();
-        let r = self.resolve(path, false, &mut looked)?;
-        change.inos.push(r.parent_ino);
-        if r.node.is_some() {
-            return Err(libc::EEXIST);
-        }
-        let name = r.name.ok_or(libc::EEXIST)?;
+        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
         let kind = match mode & libc::S_IFMT {
             0 => libc::S_IFREG,
             k
@@ -1577,7 +1585,7 @@ impl VirtualMount {
         };
         let e = self
             .fs
-            .mknod(&Self::ctx(), r.parent, OsStr::from_bytes(&name), &args)
+            .mknod(&Self::ctx(), parent, OsStr::from_bytes(&name), &args)
             .map_err(err)?;
         looked.nodes.push(e.node);
         Ok(0)
@@ -1669,19 +1677,13 @@ impl VirtualMount {
     }
 
     pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
-        let mut change = self.changing();
         let mut looked = self.looked();
-        let r = self.resolve(path, false, &mut looked)?;
-        change.inos.push(r.parent_ino);
-        if r.node.is_some() {
-            return Err(libc::EEXIST);
-        }
-        let name = r.name.ok_or(libc::EEXIST)?;
+        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
         let e = self
             .fs
             .symlink(
                 &Self::ctx(),
-                r.parent,
+                parent,
                 OsStr::from_bytes(&name),
                 OsStr::from_bytes(target),
             )
