@@ -29,3 +29,8 @@ if [ "${1:-}" = --pjdfstest ] && ! command -v pjdfstest >/dev/null; then
   echo "setup: cargo install pjdfstest (about two minutes)"
   cargo install pjdfstest --locked --quiet
 fi
+# cargo-deb: the Debian package (scripts/package.sh; the install test).
+if [ "${1:-}" = --pjdfstest ] && ! command -v cargo-deb >/dev/null; then
+  echo "setup: cargo install cargo-deb (about a minute)"
+  cargo install cargo-deb --locked --quiet --version '^3'
+fi

@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/setup.sh --pjdfstest
+# `cargo install` first: the build after it then reuses its fusebox binary
+# (the other order links it twice), and the install test's own `cargo
+# install` finds it built.
+cargo install --locked --quiet --path crates/cli --root target/cargo-install
 cargo build --release --locked -p fusebox-cli -p fusebox-libfuse3 -p fusebox-direct-preload
 # libfuse's examples from Debian's fuse3 source (the drop-in's tests).
 scripts/libfuse-examples.sh

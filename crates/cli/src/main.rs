@@ -3,6 +3,9 @@
 mod bench;
 mod blk;
 mod daemon;
+mod doctor;
+mod generated;
+mod helper;
 mod mount;
 mod run;
 mod stats;
@@ -13,14 +16,22 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "fusebox", version, about = "Run filesystems in user space with fusebox", long_about = None)]
-struct Cli {
+#[command(name = "fusebox", version = VERSION, about = "Run filesystems in user space with fusebox", long_about = None)]
+pub(crate) struct Cli {
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
+
+/// The package version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FUSEBOX_COMMIT"),
+    ")"
+);
 
 #[derive(Subcommand)]
 enum Command {
@@ -58,6 +69,16 @@ enum Command {
     /// Run the papers' workloads on native, fusebox and peer frameworks
     /// side by side, and write a report.
     Bench(bench::BenchArgs),
+    /// What this kernel and machine offer fusebox (protocol, io_uring,
+    /// passthrough, fusectl, user mounts, ...) and what to do about each
+    /// missing piece.
+    Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell) to stdout.
+    Completions { shell: clap_complete::Shell },
+    /// Write the man pages (fusebox.1 and one per command) into DIR.
+    #[command(hide = true)]
+    Man { dir: PathBuf },
     /// One workload of a suite, run in this process (the bench starts it
     /// under `fusebox run --fs` for the direct-mode subjects).
     #[command(hide = true)]
@@ -87,6 +108,11 @@ fn init_logging(verbose: u8) {
 }
 
 fn main() -> Result<()> {
+    // Called by mount(8) as mount.fusebox or mount.fuse.fusebox-FS.
+    if let Some(kind) = helper::called_as() {
+        init_logging(0);
+        return helper::run(kind);
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     match cli.command {
@@ -139,6 +165,12 @@ fn main() -> Result<()> {
             }
         }
         Command::Stats(args) => stats::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Completions { shell } => {
+            generated::completions(shell, &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => generated::man_pages(&dir),
         Command::Bench(args) => bench::run(args),
         Command::BenchWorker {
             suite,

@@ -33,6 +33,7 @@ pub enum FsKind {
 OPTIONS for -o (comma-separated, as in libfuse):
   mount:   allow_other default_permissions ro nosuid/suid nodev/dev noexec noatime
            sync dirsync fsname=NAME subtype=NAME max_read=N blksize=N
+           user_id=UID group_id=GID (whose mount it is; root only)
   kernel:  max_write=N max_readahead=N (above the kernel's 128 KiB: set in sysfs, root)
            max_background=N congestion_threshold=N
            writeback_cache/no_writeback_cache async_read/sync_read

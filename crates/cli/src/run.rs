@@ -79,7 +79,7 @@ pub enum Intercept {
 }
 
 /// Where the drop-in is: given, or found beside this binary.
-fn find_library(given: Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn find_library(given: Option<PathBuf>) -> Result<PathBuf> {
     find_beside(
         given.or_else(|| std::env::var_os("FUSEBOX_LIBFUSE3").map(PathBuf::from)),
         "libfuse3 drop-in",
@@ -145,7 +145,7 @@ fn loader_dir(lib: &Path) -> Result<PathBuf> {
 }
 
 /// Where the direct-mode library is: beside this binary, or installed.
-fn find_preload() -> Result<PathBuf> {
+pub(crate) fn find_preload() -> Result<PathBuf> {
     find_beside(
         std::env::var_os("FUSEBOX_DIRECT_PRELOAD").map(PathBuf::from),
         "direct-mode library",

@@ -132,3 +132,28 @@ pub fn arm_current_thread() -> Result<(), InterceptError> {
 pub fn raw_syscall(nr: i64, args: [u64; 6]) -> i64 {
     sud::raw_syscall(nr, args)
 }
+
+/// Whether this kernel has syscall user dispatch (Linux 5.11+ with
+/// generic entry): switching it off for the calling thread, which changes
+/// nothing, succeeds only where it exists.
+pub fn dispatch_available() -> Result<(), InterceptError> {
+    const PR_SET_SYSCALL_USER_DISPATCH: u64 = 59;
+    const PR_SYS_DISPATCH_OFF: u64 = 0;
+    let ret = raw_syscall(
+        libc::SYS_prctl,
+        [
+            PR_SET_SYSCALL_USER_DISPATCH,
+            PR_SYS_DISPATCH_OFF,
+            0,
+            0,
+            0,
+            0,
+        ],
+    );
+    if ret < 0 {
+        return Err(InterceptError::Unsupported(
+            std::io::Error::from_raw_os_error(-ret as i32),
+        ));
+    }
+    Ok(())
+}

@@ -103,6 +103,12 @@ pub enum Error {
         mountpoint: PathBuf,
         source: io::Error,
     },
+    #[error("the kernel refused to mount {mountpoint} with {options}: {source} (an option this kernel does not support for a FUSE mount)")]
+    MountRefused {
+        mountpoint: PathBuf,
+        options: String,
+        source: io::Error,
+    },
     #[error("fusermount3 failed for {mountpoint}: {reason}")]
     Fusermount { mountpoint: PathBuf, reason: String },
     #[error("unmount of {mountpoint} failed: {source}")]
@@ -147,6 +153,7 @@ impl Error {
         match self {
             Error::OpenDevice { source }
             | Error::Mount { source, .. }
+            | Error::MountRefused { source, .. }
             | Error::Unmount { source, .. }
             | Error::DeviceRead(source)
             | Error::DeviceWrite(source)

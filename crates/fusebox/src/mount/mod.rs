@@ -207,8 +207,10 @@ fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Erro
         "fd={},rootmode={:o},user_id={},group_id={}",
         device.as_raw_fd(),
         st.st_mode & libc::S_IFMT,
-        rustix::process::geteuid().as_raw(),
-        rustix::process::getegid().as_raw()
+        opts.user_id
+            .unwrap_or_else(|| rustix::process::geteuid().as_raw()),
+        opts.group_id
+            .unwrap_or_else(|| rustix::process::getegid().as_raw())
     );
     if opts.allow_other {
         data.push_str(",allow_other");
@@ -241,6 +243,13 @@ fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Erro
         None => "fuse".to_string(),
     };
     let source = opts.fsname.clone().unwrap_or_else(|| "fusebox".into());
+    // What the user chose, for the error if the kernel refuses it (the fd
+    // and root mode are ours).
+    let chosen = data
+        .split(',')
+        .filter(|o| !o.starts_with("fd=") && !o.starts_with("rootmode="))
+        .collect::<Vec<_>>()
+        .join(",");
     let data = std::ffi::CString::new(data).map_err(|_| Error::BadOption {
         option: "mount data".into(),
         reason: "contains NUL".into(),
@@ -252,9 +261,19 @@ fn mount_syscall(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, Erro
         flags,
         Some(data.as_c_str()),
     )
-    .map_err(|e| Error::Mount {
-        mountpoint: mountpoint.into(),
-        source: e.into(),
+    .map_err(|e| {
+        if e == rustix::io::Errno::INVAL {
+            Error::MountRefused {
+                mountpoint: mountpoint.into(),
+                options: chosen,
+                source: e.into(),
+            }
+        } else {
+            Error::Mount {
+                mountpoint: mountpoint.into(),
+                source: e.into(),
+            }
+        }
     })?;
     Ok(device)
 }
@@ -296,6 +315,11 @@ fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, E
         mountpoint: mountpoint.into(),
         reason,
     };
+    if opts.user_id.is_some() || opts.group_id.is_some() {
+        return Err(fail(
+            "user_id/group_id (uid=, gid=) need root: a user's mount belongs to that user".into(),
+        ));
+    }
     // Our end is close-on-exec; fusermount3's end must survive exec.
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,

@@ -25,6 +25,11 @@ pub struct MountOptions {
     pub dirsync: bool,
     pub max_read: Option<u32>,
     pub blksize: Option<u32>,
+    /// The user the mount belongs to (the kernel's `user_id`: who may use
+    /// it without allow_other); the mounter by default. Root only.
+    pub user_id: Option<u32>,
+    /// The mount's group (`group_id`); the mounter's by default. Root only.
+    pub group_id: Option<u32>,
 }
 
 impl Default for MountOptions {
@@ -45,6 +50,8 @@ impl Default for MountOptions {
             dirsync: false,
             max_read: None,
             blksize: None,
+            user_id: None,
+            group_id: None,
         }
     }
 }
@@ -169,6 +176,8 @@ impl Options {
                 i.max_read = v;
             }
             "blksize" => m.blksize = Some(parse_num(opt, need(opt, val)?)?),
+            "user_id" => m.user_id = Some(parse_num(opt, need(opt, val)?)?),
+            "group_id" => m.group_id = Some(parse_num(opt, need(opt, val)?)?),
             "max_write" => i.max_write = parse_num(opt, need(opt, val)?)?,
             "max_readahead" => i.max_readahead = Some(parse_num(opt, need(opt, val)?)?),
             "max_background" => i.max_background = parse_num(opt, need(opt, val)?)?,
@@ -254,6 +263,11 @@ mod tests {
         assert_eq!(o.init.want & f::ATOMIC_O_TRUNC, 0);
         o.apply("atomic_o_trunc").unwrap();
         assert_ne!(o.init.want & f::ATOMIC_O_TRUNC, 0);
+        // Whose mount it is (fstab's uid=/gid=, through the mount helper).
+        assert_eq!((o.mount.user_id, o.mount.group_id), (None, None));
+        o.apply("user_id=1000,group_id=100").unwrap();
+        assert_eq!((o.mount.user_id, o.mount.group_id), (Some(1000), Some(100)));
+        assert!(o.apply("user_id=alice").is_err());
     }
 
     #[test]

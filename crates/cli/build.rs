@@ -1,0 +1,43 @@
+//! Names the commit a `fusebox` binary was built from, for `--version`.
+//!
+//! From a git checkout: the commit HEAD names (rebuilt when HEAD or the
+//! branch it points at moves). Elsewhere (a source package, `cargo install`
+//! from a tarball) `FUSEBOX_COMMIT` can say it; otherwise "unknown".
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=FUSEBOX_COMMIT");
+    let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let commit = std::env::var("FUSEBOX_COMMIT").ok().or_else(|| {
+        let git_dir = PathBuf::from(git(&here, &["rev-parse", "--absolute-git-dir"])?);
+        // What moves when a commit is made or checked out. Only files that
+        // exist: cargo runs a script watching a missing one on every build.
+        let mut watched = vec![git_dir.join("HEAD"), git_dir.join("packed-refs")];
+        if let Some(branch) = git(&here, &["symbolic-ref", "-q", "HEAD"]) {
+            watched.push(git_dir.join(branch));
+        }
+        for f in watched.iter().filter(|f| f.exists()) {
+            println!("cargo:rerun-if-changed={}", f.display());
+        }
+        git(&here, &["rev-parse", "--short=12", "HEAD"])
+    });
+    println!(
+        "cargo:rustc-env=FUSEBOX_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+}
