@@ -41,9 +41,24 @@ pub fn start(extra: &[&str], log_file: Option<&Path>) -> Result<String> {
     if let Some(mut e) = child.stderr.take() {
         std::io::Read::read_to_string(&mut e, &mut err).ok();
     }
-    let err = err.trim();
-    bail!(
-        "the daemon failed ({status}){}{err}",
-        if err.is_empty() { "" } else { ":\n" }
-    )
+    // The daemon's own error line (`fusebox: ...`) is the reason; log
+    // lines before it are not.
+    let reason = err
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("fusebox: "))
+        .map(str::to_string)
+        .unwrap_or_else(|| err.trim().to_string());
+    if reason.is_empty() {
+        match log_file {
+            Some(log) => bail!(
+                "the background daemon exited ({status}) before serving; its log is {}",
+                log.display()
+            ),
+            None => {
+                bail!("the background daemon exited ({status}) before serving, and said nothing")
+            }
+        }
+    }
+    bail!("{reason}")
 }

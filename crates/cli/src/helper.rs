@@ -330,13 +330,18 @@ fn mount(argv: &[OsString], verbose: bool) -> Result<(), String> {
     Err(one_line(&String::from_utf8_lossy(&out.stderr)))
 }
 
-/// anyhow's "Error: a\n\nCaused by:\n    0: b\n    1: c" as "a: b: c".
+/// `fusebox mount`'s error as one line: its own `fusebox: a: b` loses the
+/// prefix; anyhow's "Error: a\n\nCaused by:\n    0: b\n    1: c" (a
+/// panic's report, say) becomes "a: b: c".
 fn one_line(report: &str) -> String {
     let parts: Vec<&str> = report
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && *l != "Caused by:")
-        .map(|l| l.strip_prefix("Error: ").unwrap_or(l).trim_end_matches(':'))
+        .map(|l| {
+            let l = l.strip_prefix("fusebox: ").unwrap_or(l);
+            l.strip_prefix("Error: ").unwrap_or(l).trim_end_matches(':')
+        })
         .map(|l| match l.split_once(": ") {
             Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest,
             _ => l,
@@ -497,6 +502,10 @@ mod tests {
 
     #[test]
     fn anyhow_reports_become_one_line() {
+        assert_eq!(
+            one_line("fusebox: mounting /mnt: mount(2) failed: Permission denied (os error 13)\n"),
+            "mounting /mnt: mount(2) failed: Permission denied (os error 13)"
+        );
         assert_eq!(
             one_line("Error: the daemon failed (exit status: 1):\nError: mounting /mnt\n\nCaused by:\n    0: mount(2) failed\n    1: Permission denied (os error 13)\n"),
             "the daemon failed (exit status: 1): mounting /mnt: mount(2) failed: Permission denied (os error 13)"

@@ -107,13 +107,66 @@ fn init_logging(verbose: u8) {
         .init();
 }
 
-fn main() -> Result<()> {
+/// Errors are one line, `fusebox: what: why: ...` (anyhow's chain joined),
+/// whatever RUST_BACKTRACE says: a backtrace is for developers, who can
+/// ask for one with -vvv's logs or a debugger.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fusebox: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// clap's usage errors, on one line like every other error (help and
+/// --version are printed as clap prints them): the message and its
+/// details, without the usage block (`--help` has it).
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind::*;
+    if matches!(
+        e.kind(),
+        DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let rendered = e.render().to_string();
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .collect();
+    eprintln!("fusebox: {}", parts.join(" ").trim_start_matches("error: "));
+    std::process::exit(2);
+}
+
+/// The error and its causes joined by ": ", each cause left out if the
+/// text so far already says it (many library errors print their source
+/// in their own message too).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let cause = cause.to_string();
+        if line.contains(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
+}
+
+fn run() -> Result<()> {
     // Called by mount(8) as mount.fusebox or mount.fuse.fusebox-FS.
     if let Some(kind) = helper::called_as() {
         init_logging(0);
         return helper::run(kind);
     }
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     init_logging(cli.verbose);
     match cli.command {
         Command::Mount(args) => mount::run(args),

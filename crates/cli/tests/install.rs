@@ -214,6 +214,37 @@ fn refused(args: &[&str], dir: &Path, expect: &str) {
 }
 
 #[test]
+fn bad_mount_input_is_one_line_and_mounts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for (args, expect) in [
+        (vec!["mount", "nosuchfs", d], "invalid value 'nosuchfs'"),
+        (vec!["mount", "stackfs", "/no/such/dir", d], "/no/such/dir"),
+        // blksize: an option this kernel has for fuseblk mounts only.
+        (vec!["mount", "memfs", d, "-o", "blksize=4096"], "refused"),
+        (vec!["mount", "memfs", d, "-o", "frobnicate"], "frobnicate"),
+    ] {
+        let out = run(Command::new(BIN).args(&args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "fusebox {args:?} succeeded");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "fusebox {args:?}: not one line: {err:?}"
+        );
+        assert!(
+            err.starts_with("fusebox: ") && err.contains(expect),
+            "fusebox {args:?}: {err:?}"
+        );
+        assert_eq!(
+            mounted_at(dir.path()),
+            None,
+            "fusebox {args:?} left a mount"
+        );
+    }
+}
+
+#[test]
 fn the_debian_package_mounts_through_fstab_and_purges_cleanly() {
     assert!(
         !package_installed(),

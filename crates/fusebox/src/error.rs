@@ -103,7 +103,9 @@ pub enum Error {
         mountpoint: PathBuf,
         source: io::Error,
     },
-    #[error("the kernel refused to mount {mountpoint} with {options}: {source} (an option this kernel does not support for a FUSE mount)")]
+    /// mount(2) said EINVAL: one of the options is not one this kernel
+    /// takes for a FUSE mount (the cause, EINVAL, follows in the chain).
+    #[error("the kernel refused to mount {mountpoint} with options {options} (one of them is not supported for a FUSE mount here)")]
     MountRefused {
         mountpoint: PathBuf,
         options: String,
