@@ -2,7 +2,10 @@
 //!
 //! From a git checkout: the commit HEAD names (rebuilt when HEAD or the
 //! branch it points at moves). Elsewhere (a source package, `cargo install`
-//! from a tarball) `FUSEBOX_COMMIT` can say it; otherwise "unknown".
+//! from a tarball) `FUSEBOX_GIT_COMMIT` can say it; otherwise "unknown".
+//! The result goes to the compiler as `FUSEBOX_COMMIT`: a different name,
+//! since cargo also puts it in the environment of the crate's tests, and a
+//! cargo those tests run must not see the input change.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,9 +24,9 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=FUSEBOX_COMMIT");
+    println!("cargo:rerun-if-env-changed=FUSEBOX_GIT_COMMIT");
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let commit = std::env::var("FUSEBOX_COMMIT").ok().or_else(|| {
+    let commit = std::env::var("FUSEBOX_GIT_COMMIT").ok().or_else(|| {
         let git_dir = PathBuf::from(git(&here, &["rev-parse", "--absolute-git-dir"])?);
         // What moves when a commit is made or checked out. Only files that
         // exist: cargo runs a script watching a missing one on every build.
