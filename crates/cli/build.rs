@@ -27,15 +27,27 @@ fn main() {
     println!("cargo:rerun-if-env-changed=FUSEBOX_GIT_COMMIT");
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let commit = std::env::var("FUSEBOX_GIT_COMMIT").ok().or_else(|| {
-        let git_dir = PathBuf::from(git(&here, &["rev-parse", "--absolute-git-dir"])?);
-        // What moves when a commit is made or checked out. Only files that
-        // exist: cargo runs a script watching a missing one on every build.
-        let mut watched = vec![git_dir.join("HEAD"), git_dir.join("packed-refs")];
+        // Only if this crate is in the repository git finds: a crate
+        // unpacked from a registry inside someone's home repository is not.
+        git(&here, &["ls-files", "--error-unmatch", "build.rs"])?;
+        // What moves when a commit is made or checked out, as git names the
+        // files (worktrees keep refs in the common directory). Only files
+        // that exist: cargo reruns a script watching a missing one on every
+        // build. logs/HEAD grows with every commit and checkout, packed
+        // refs or not.
+        let mut watched = vec!["HEAD".to_string(), "logs/HEAD".into(), "packed-refs".into()];
         if let Some(branch) = git(&here, &["symbolic-ref", "-q", "HEAD"]) {
-            watched.push(git_dir.join(branch));
+            watched.push(branch);
         }
-        for f in watched.iter().filter(|f| f.exists()) {
-            println!("cargo:rerun-if-changed={}", f.display());
+        for name in watched {
+            if let Some(path) = git(
+                &here,
+                &["rev-parse", "--path-format=absolute", "--git-path", &name],
+            ) {
+                if Path::new(&path).exists() {
+                    println!("cargo:rerun-if-changed={path}");
+                }
+            }
         }
         git(&here, &["rev-parse", "--short=12", "HEAD"])
     });

@@ -38,27 +38,60 @@ pub fn start(extra: &[&str], log_file: Option<&Path>) -> Result<String> {
     }
     let status = child.wait()?;
     let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        std::io::Read::read_to_string(&mut e, &mut err).ok();
-    }
-    // The daemon's own error line (`fusebox: ...`) is the reason; log
-    // lines before it are not.
-    let reason = err
-        .lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("fusebox: "))
-        .map(str::to_string)
-        .unwrap_or_else(|| err.trim().to_string());
-    if reason.is_empty() {
-        match log_file {
-            Some(log) => bail!(
-                "the background daemon exited ({status}) before serving; its log is {}",
-                log.display()
-            ),
-            None => {
-                bail!("the background daemon exited ({status}) before serving, and said nothing")
+    match log_file {
+        Some(log) => {
+            // Its reason went to the log: the end of it.
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            err = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        }
+        None => {
+            if let Some(mut e) = child.stderr.take() {
+                std::io::Read::read_to_string(&mut e, &mut err).ok();
             }
         }
     }
-    bail!("{reason}")
+    bail!("{}", failure_reason(&err, &status.to_string()))
+}
+
+/// Why a background daemon failed, in one line: its own error lines
+/// (`fusebox: ...`, a server's before its supervisor's, which only says
+/// the server did not start), each once; else the exit status and the
+/// last line it wrote (a panic's message, say).
+fn failure_reason(stderr: &str, status: &str) -> String {
+    let mut reasons: Vec<&str> = Vec::new();
+    for l in stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("fusebox: "))
+    {
+        if !reasons.contains(&l) {
+            reasons.push(l);
+        }
+    }
+    if !reasons.is_empty() {
+        return reasons.join("; ");
+    }
+    match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+        Some(last) => format!("the background daemon exited ({status}) before serving: {last}"),
+        None => format!("the background daemon exited ({status}) before serving, and said nothing"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_reason;
+
+    #[test]
+    fn the_first_reason_comes_first() {
+        let stderr = "fusebox: --exclusive applies to stackfs only\n2026 WARN something\nfusebox: supervising the mount: the first server did not start\n";
+        assert_eq!(
+            failure_reason(stderr, "exit status: 1"),
+            "--exclusive applies to stackfs only; supervising the mount: the first server did not start"
+        );
+        assert_eq!(
+            failure_reason("thread 'main' panicked at x.rs:1:1:\nboom\n", "signal: 6"),
+            "the background daemon exited (signal: 6) before serving: boom"
+        );
+        assert!(failure_reason("", "exit status: 1").contains("said nothing"));
+    }
 }

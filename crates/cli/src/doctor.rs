@@ -175,8 +175,12 @@ fn device_check() -> Check {
 
 /// Mount nullfs on a scratch directory and keep what INIT said.
 fn probe_mount() -> Result<Connection, String> {
-    let dir = std::env::temp_dir().join(format!("fusebox-doctor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    // A directory of our own: create_dir fails on anything already there.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("fusebox-doctor-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let result = probe_at(&dir);
     let _ = std::fs::remove_dir(&dir);
     result
@@ -190,6 +194,7 @@ fn probe_at(dir: &Path) -> Result<Connection, String> {
         workers: 1,
         transport: fusebox::transport::TransportKind::Classic,
         thread_policy: fusebox::session::ThreadPolicy::Normal,
+        stats_socket: false,
         ..fusebox::SessionConfig::default()
     };
     let fs = fusebox_examples::NullFs::new(fusebox::Timeouts::default());
@@ -240,8 +245,9 @@ fn protocol_checks(probe: Option<&Result<Connection, String>>, root: bool) -> Ve
                 "FUSE protocol",
                 Status::Ok,
                 format!(
-                    "7.{} in use (fusebox speaks 7.31 to 7.{})",
+                    "7.{} in use (fusebox speaks 7.{} to 7.{})",
                     c.proto_minor,
+                    fusebox::abi::MIN_KERNEL_MINOR,
                     fusebox::abi::KERNEL_MINOR_VERSION
                 ),
             ));

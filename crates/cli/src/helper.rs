@@ -121,15 +121,34 @@ fn userspace_only(key: &str) -> bool {
             | "user"
             | "nouser"
             | "users"
+            | "nousers"
             | "owner"
+            | "noowner"
             | "group"
+            | "nogroup"
             | "nofail"
             | "_netdev"
             | "comment"
             | "helper"
+            | "uhelper"
             | "loud"
             | "silent"
     ) || key.starts_with("x-")
+}
+
+/// Kernel mount flags libmount hands every helper that fusebox does not
+/// set on a FUSE mount: the first group only restates the default, the
+/// second is left out with a warning (FUSE mounts get relatime, no
+/// lazytime, and follow symlinks).
+fn vfs_flag_left_out(key: &str) -> Option<bool> {
+    match key {
+        "relatime" | "nomand" | "noiversion" | "symfollow" | "nolazytime" | "diratime" => {
+            Some(false)
+        }
+        "norelatime" | "strictatime" | "nostrictatime" | "nodiratime" | "lazytime" | "iversion"
+        | "mand" | "nosymfollow" => Some(true),
+        _ => None,
+    }
 }
 
 /// Turn the helper's command line into `fusebox mount`'s.
@@ -140,6 +159,14 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let s = a.to_str().unwrap_or("");
+        if s == "-h" || s == "--help" {
+            return Err(usage(
+                "mount(8)'s helper for fusebox: mount -t fuse.fusebox-FS SOURCE DIR [-o OPTIONS], or mount -t fusebox FS[:SOURCE] DIR; see mount.fusebox(8) and `fusebox mount --help`",
+            ));
+        }
+        if s == "-V" || s == "--version" {
+            return Err(usage(format!("fusebox {}", crate::VERSION)));
+        }
         if !s.starts_with('-') || s == "-" {
             positional.push(a.clone());
             continue;
@@ -252,6 +279,15 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
         if userspace_only(&key) {
             continue;
         }
+        if let Some(warn) = vfs_flag_left_out(&key) {
+            if warn {
+                eprintln!(
+                    "{}: {key} is not supported on a fusebox mount; left out",
+                    called.helper()
+                );
+            }
+            continue;
+        }
         let long = key.replace('_', "-");
         if let Some((_, takes_value)) = flags.iter().find(|(l, _)| *l == long) {
             argv.push(format!("--{long}").into());
@@ -283,10 +319,18 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
         subtype |= opt.starts_with("subtype=");
         kept.push(opt);
     }
-    // What mount(8) and /proc/mounts compare an fstab line with: the spec
-    // as written and the type as written.
-    if !fsname {
-        kept.push(format!("fsname={spec_str}"));
+    // What mount(8) compares an fstab line with /proc/mounts by: the
+    // spec, canonical when it is a path (as libmount makes the line's). A
+    // spec with a comma cannot travel as one -o option: fusebox's own
+    // name then (`mount -a` may mount such a line twice).
+    if !fsname && !spec_str.contains(',') {
+        let shown = match (&source, called) {
+            (Some(src), Called::Named { .. }) => std::fs::canonicalize(src)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| spec_str.to_string()),
+            _ => spec_str.to_string(),
+        };
+        kept.push(format!("fsname={shown}"));
     }
     if !subtype {
         kept.push(format!("subtype=fusebox-{fs_name}"));
@@ -294,6 +338,15 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
     for opt in kept {
         argv.push("-o".into());
         argv.push(opt.into());
+    }
+    // `fusebox mount` would refuse a bad flag value only after the helper
+    // returned (and -f must not say yes to it): parse it here first.
+    let mut full: Vec<OsString> = vec!["fusebox".into()];
+    full.extend(argv.iter().cloned());
+    if let Err(e) = <crate::Cli as clap::Parser>::try_parse_from(&full) {
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        return Err(failure(first.trim_start_matches("error: ").to_string()));
     }
     if fake {
         return Ok(Plan::Fake);
@@ -362,6 +415,46 @@ fn one_line(report: &str) -> String {
     } else {
         line
     }
+}
+
+/// The helper as mount(8) calls it, for its man page (mount.fusebox(8));
+/// `plan` parses the arguments itself, as helpers must accept mount(8)'s
+/// order and grouping.
+pub fn command() -> clap::Command {
+    use clap::{Arg, ArgAction};
+    clap::Command::new("mount.fusebox")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("mount(8) helper for fusebox filesystems (also called as mount.fuse.fusebox-FS)")
+        .long_about(
+            "Called by mount(8) for `mount -t fusebox FS[:SOURCE] DIR` (this name) and \
+             `mount -t fuse.fusebox-FS SOURCE DIR` (mount.fuse.fusebox-FS, FS one of stackfs, \
+             pathfs, memfs, nullfs, timingfs), and for fstab lines of those types. It runs \
+             `fusebox mount`, which returns once the mount is served and leaves the daemon \
+             running; umount(8) ends it.",
+        )
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .arg(Arg::new("spec").required(true).value_name("SPEC").help(
+            "FS[:SOURCE] for type fusebox; the source directory (stackfs, pathfs) or any word for type fuse.fusebox-FS",
+        ))
+        .arg(Arg::new("dir").required(true).value_name("DIR").help("The mount point"))
+        .arg(Arg::new("options").short('o').value_name("OPTIONS").help(
+            "Comma-separated. mount(8)'s and systemd's own (defaults, noauto, user, nofail, _netdev, x-*, ...) are left to them; \
+             fusebox mount's flags as options (transport=uring, queue_depth=4, exclusive, log_file=PATH, ...); \
+             uid=N and gid=N: whose mount it is (the kernel's user_id/group_id); \
+             everything else is a -o option of fusebox mount (allow_other, default_permissions, ro, attr_timeout=, passthrough, ...)",
+        ))
+        .arg(Arg::new("sloppy").short('s').action(ArgAction::SetTrue).help("Leave unknown options out instead of failing"))
+        .arg(Arg::new("fake").short('f').action(ArgAction::SetTrue).help("Check everything, mount nothing"))
+        .arg(Arg::new("no-mtab").short('n').action(ArgAction::SetTrue).help("Accepted; there is no mtab to write"))
+        .arg(Arg::new("verbose").short('v').action(ArgAction::SetTrue).help("Print what fusebox mount said"))
+        .arg(Arg::new("read-only").short('r').action(ArgAction::SetTrue).help("Mount read-only (ro)"))
+        .arg(Arg::new("read-write").short('w').action(ArgAction::SetTrue).help("Mount read-write (rw)"))
+        .arg(Arg::new("type").short('t').value_name("TYPE").help("Accepted; the name the helper was called by says the type"))
+        .after_help(
+            "EXIT STATUS: 0 mounted; 1 bad invocation; 32 the mount failed (one line on stderr says why; nothing is mounted).\n\
+             FILES: /etc/fstab lines such as\n  /srv/src /srv/data fuse.fusebox-stackfs allow_other,transport=auto,nofail 0 0\n  memfs /mnt/mem fusebox noauto,x-systemd.automount 0 0",
+        )
 }
 
 #[cfg(test)]
@@ -498,6 +591,47 @@ mod tests {
         ] {
             assert_eq!(e.code, EXIT_USAGE);
         }
+        // A bad flag value fails here, -f (fake) included.
+        let e = err(&generic, &["memfs", m, "-f", "-o", "queue_depth=abc"]);
+        assert!(e.message.contains("abc"), "{e:?}");
+        assert_eq!(e.code, EXIT_FAILURE);
+    }
+
+    #[test]
+    fn kernel_flags_mount_hands_every_helper_are_taken_or_left_out() {
+        let mnt = tempfile::tempdir().unwrap();
+        let m = mnt.path().to_str().unwrap();
+        let generic = from_name("mount.fusebox").unwrap();
+        let plan = plan(
+            &generic,
+            &os(&[
+                "memfs",
+                m,
+                "-o",
+                "rw,relatime,nodiratime,noatime,nosuid,nodev,nousers,uhelper=udisks2",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            argv(plan),
+            [
+                "mount",
+                "memfs",
+                m,
+                "-o",
+                "rw",
+                "-o",
+                "noatime",
+                "-o",
+                "nosuid",
+                "-o",
+                "nodev",
+                "-o",
+                "fsname=memfs",
+                "-o",
+                "subtype=fusebox-memfs",
+            ]
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) struct Cli {
 }
 
 /// The package version and the commit it was built from (build.rs).
-const VERSION: &str = concat!(
+pub(crate) const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("FUSEBOX_COMMIT"),

@@ -213,10 +213,22 @@ fn refused(args: &[&str], dir: &Path, expect: &str) {
     assert_eq!(mounted_at(dir), None, "mount {args:?} left a mount");
 }
 
+/// Unmounts `0` if a test fails with something mounted there.
+struct UnmountOnDrop(PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        if mounted_at(&self.0).is_some() {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
 #[test]
 fn bad_mount_input_is_one_line_and_mounts_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
+    let _guard = UnmountOnDrop(dir.path().to_path_buf());
     for (args, expect) in [
         (vec!["mount", "nosuchfs", d], "invalid value 'nosuchfs'"),
         (vec!["mount", "stackfs", "/no/such/dir", d], "/no/such/dir"),
@@ -275,6 +287,7 @@ fn the_debian_package_mounts_through_fstab_and_purges_cleanly() {
         "/usr/lib/fusebox/libfuse3.so.3",
         "/usr/lib/fusebox/libfusebox_direct_preload.so",
         "/usr/share/man/man1/fusebox-mount.1.gz",
+        "/usr/share/man/man8/mount.fusebox.8.gz",
         "/usr/share/bash-completion/completions/fusebox",
         "/usr/share/doc/fusebox/examples/fusebox-data.mount",
     ] {
@@ -308,7 +321,7 @@ fn the_debian_package_mounts_through_fstab_and_purges_cleanly() {
         &fstab,
         format!(
             "# fusebox test fstab\n\
-             {src} {stack} fuse.fusebox-stackfs allow_other,default_permissions,transport=auto,_netdev,nofail 0 0\n\
+             {src} {stack} fuse.fusebox-stackfs allow_other,default_permissions,relatime,noatime,transport=auto,_netdev,nofail 0 0\n\
              memfs {mem} fusebox noauto,x-systemd.automount,allow_other,uid=1000,gid=1000 0 0\n",
             src = src.display(),
             stack = stack.display(),

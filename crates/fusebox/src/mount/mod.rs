@@ -315,9 +315,17 @@ fn mount_fusermount(mountpoint: &Path, opts: &MountOptions) -> Result<OwnedFd, E
         mountpoint: mountpoint.into(),
         reason,
     };
-    if opts.user_id.is_some() || opts.group_id.is_some() {
+    // A user's mount is theirs: their own ids may be named (fstab's
+    // `user,uid=...` does), others not.
+    let others = opts
+        .user_id
+        .is_some_and(|u| u != rustix::process::getuid().as_raw())
+        || opts
+            .group_id
+            .is_some_and(|g| g != rustix::process::getgid().as_raw());
+    if others {
         return Err(fail(
-            "user_id/group_id (uid=, gid=) need root: a user's mount belongs to that user".into(),
+            "user_id/group_id (uid=, gid=) other than your own need root: a user's mount belongs to that user".into(),
         ));
     }
     // Our end is close-on-exec; fusermount3's end must survive exec.
