@@ -216,6 +216,90 @@ print(open(f"{at}/spawned").read().strip().replace("\n", " + "))
     );
 }
 
+/// Placeholders of closed files are reused (the pool), but never one
+/// another process may still hold: a forked child keeps reading its file
+/// through a descriptor the parent closed while the parent opens others,
+/// and a descriptor handed across exec still names its file. The umask
+/// and ids kept in memory follow the program's own umask and setegid
+/// calls; a stat right after a write gives the written size.
+#[test]
+fn reused_placeholders_never_change_what_another_process_holds() {
+    let s = scratch("direct-pool");
+    let src = s.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let at = s.path().join("mnt");
+    let program = r#"
+import os, subprocess, sys
+at = sys.argv[1]
+for name, text in [("a", "alpha\n" * 100), ("b", "bravo\n" * 100), ("c", "charlie\n")]:
+    with open(f"{at}/{name}", "w") as f:
+        f.write(text)
+    # A stat right after the close: the size just written.
+    assert os.stat(f"{at}/{name}").st_size == len(text), name
+# Open and close many files first, so the pool has placeholders to give.
+for i in range(40):
+    os.close(os.open(f"{at}/c", os.O_RDONLY))
+fd = os.open(f"{at}/a", os.O_RDONLY)
+os.read(fd, 6)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w)
+    os.read(r, 1)  # until the parent closed fd and opened others
+    rest = os.read(fd, 1 << 16)
+    ok = rest == b"alpha\n" * 99
+    os._exit(0 if ok else 3)
+os.close(fd)
+others = [os.open(f"{at}/b", os.O_RDONLY) for _ in range(8)]
+# (Were the child's placeholder among them, its offset would move to 3.)
+for o in others:
+    assert os.read(o, 3) == b"bra"
+os.write(w, b"x")
+_, status = os.waitpid(pid, 0)
+print("child read its file:", os.waitstatus_to_exitcode(status) == 0)
+for o in others:
+    os.close(o)
+# Across exec: the descriptor (not close-on-exec) still names file a, at
+# the offset this process left it.
+fd = os.open(f"{at}/a", os.O_RDONLY)
+os.set_inheritable(fd, True)
+os.read(fd, 12)
+out = subprocess.run(["sh", "-c", f"head -c 6 <&{fd}"], pass_fds=(fd,),
+                     capture_output=True, check=True)
+print("exec'd program read:", out.stdout.decode().strip())
+os.close(fd)
+# The umask and the effective group as the program sets them.
+os.umask(0o077)
+open(f"{at}/private", "w").close()
+os.umask(0o022)
+open(f"{at}/public", "w").close()
+os.setegid(1)
+open(f"{at}/by-daemon-group", "w").close()
+os.setegid(0)
+for name in ["private", "public", "by-daemon-group"]:
+    st = os.stat(f"{at}/{name}")
+    print(name, oct(st.st_mode & 0o777), st.st_gid)
+"#;
+    let fs = format!("stackfs:{}", src.display());
+    let out = direct(&fs, &at, &["python3", "-c", program, at.to_str().unwrap()]);
+    assert_eq!(
+        text(&out),
+        "status Some(0)\nchild read its file: True\nexec'd program read: alpha\n\
+         private 0o600 0\npublic 0o644 0\nby-daemon-group 0o644 1\n",
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(src.join("private")).unwrap().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(src.join("by-daemon-group"))
+            .unwrap()
+            .gid(),
+        1
+    );
+}
+
 /// The metadata cache is per process: a change another process of the
 /// run makes must still be seen at once (the shared epoch), by the shell
 /// itself and by a Python process that stats, lets a child change the

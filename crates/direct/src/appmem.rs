@@ -211,10 +211,21 @@ fn vm_copy(nr: i64, local: *mut u8, remote: u64, len: usize) -> Result<(), i32> 
 }
 
 /// A path argument, copied onto the stack (no allocation: the call may
-/// come from inside libc's allocator).
+/// come from inside libc's allocator). Filled in place by `read_c_str`:
+/// returned by value (in an Option) it was copied twice, 4 KiB each time,
+/// on every path call.
 pub(crate) struct CPath {
     buf: [u8; PATH_MAX],
     len: usize,
+}
+
+impl CPath {
+    pub(crate) fn new() -> CPath {
+        CPath {
+            buf: [0; PATH_MAX],
+            len: 0,
+        }
+    }
 }
 
 impl std::ops::Deref for CPath {
@@ -224,17 +235,14 @@ impl std::ops::Deref for CPath {
     }
 }
 
-/// The NUL-terminated string at `addr`. None for a null pointer, one that
-/// cannot be read or one longer than PATH_MAX: the call then goes to the
-/// kernel, which answers EFAULT or ENAMETOOLONG itself.
-pub(crate) fn c_str(addr: u64) -> Option<CPath> {
+/// Read the NUL-terminated string at `addr` into `path`. False for a null
+/// pointer, one that cannot be read or one longer than PATH_MAX: the call
+/// then goes to the kernel, which answers EFAULT or ENAMETOOLONG itself.
+pub(crate) fn read_c_str(addr: u64, path: &mut CPath) -> bool {
+    path.len = 0;
     if addr == 0 {
-        return None;
+        return false;
     }
-    let mut path = CPath {
-        buf: [0; PATH_MAX],
-        len: 0,
-    };
     let mut at = addr;
     // Most paths are short: a small first copy, then up to a page at a time.
     let mut chunk = 256;
@@ -244,18 +252,22 @@ pub(crate) fn c_str(addr: u64) -> Option<CPath> {
             .min(PATH_MAX - path.len)
             .min(chunk);
         chunk = PAGE as usize;
-        read(at, &mut path.buf[path.len..path.len + room]).ok()?;
+        if read(at, &mut path.buf[path.len..path.len + room]).is_err() {
+            path.len = 0;
+            return false;
+        }
         if let Some(nul) = path.buf[path.len..path.len + room]
             .iter()
             .position(|&c| c == 0)
         {
             path.len += nul;
-            return Some(path);
+            return true;
         }
         path.len += room;
         at += room as u64;
     }
-    None
+    path.len = 0;
+    false
 }
 
 /// A NUL-terminated string of up to `max` bytes (an environment entry),

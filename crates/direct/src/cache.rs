@@ -59,10 +59,14 @@ const MEMFD_NAME: &str = "fusebox-direct-shared";
 /// number their own (a program may still close it; see above).
 const SHARED_FD_FLOOR: i32 = 1000;
 
-const NAME_SLOTS: usize = 2048;
-const INO_SLOTS: usize = 2048;
+/// Stamps are shared by the names (inodes) hashing to one slot, so a
+/// change to one makes the others' entries stale too: with 2,048 slots a
+/// stat of the 10,000 files just written found fewer than one in four of
+/// them, now most (a stamp is 8 bytes of a page touched when used).
+const NAME_SLOTS: usize = 1 << 16;
+const INO_SLOTS: usize = 1 << 16;
 /// The shared header's size: `Shared`, rounded up to pages.
-const SHARED_BYTES: usize = 9 * 4096;
+const SHARED_BYTES: usize = std::mem::size_of::<Shared>().next_multiple_of(4096);
 
 /// The shared header; the table of `slots` slots follows it.
 #[repr(C)]
@@ -81,10 +85,12 @@ pub struct Shared {
     page_misses: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Shared>() <= SHARED_BYTES);
-
+/// The inode number's low bits: the files a program writes one after the
+/// other mostly get consecutive numbers, which then never share a stamp
+/// (the multiplicative hash this replaced put every file of a 10,000-file
+/// run on the stamp of another's, 7,037 numbers on).
 fn ino_slot(ino: u64) -> usize {
-    (ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % INO_SLOTS
+    (ino % INO_SLOTS as u64) as usize
 }
 
 /// FNV-1a: the same in every process (the slots and the table are
@@ -96,7 +102,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 fn name_slot(name: &[u8]) -> usize {
-    (fnv1a(name) % NAME_SLOTS as u64) as usize
+    (mixed(fnv1a(name)) % NAME_SLOTS as u64) as usize
 }
 
 /// Paths up to this long are cached (longer ones are looked up).
@@ -114,7 +120,7 @@ struct Slot {
     seq: AtomicU64,
     /// The key's hash; 0: empty.
     hash: AtomicU64,
-    /// Path length, and bit 63 for "follow the last symlink".
+    /// Path length.
     len: AtomicU64,
     /// The names stamp of its path and the inode's stamp, when made.
     names: AtomicU64,
@@ -146,8 +152,22 @@ fn now_ns() -> u64 {
 }
 
 /// Never 0, which marks an empty slot.
-fn key_hash(path: &[u8], follow: bool) -> u64 {
-    (fnv1a(path) ^ u64::from(follow)).max(1)
+/// The path's hash, mixed (splitmix64's finaliser, `mixed`): FNV-1a's low
+/// bits, which pick the slot, hardly differ between paths that differ in
+/// their last characters (f1, f2, ...), so probes ran into each other and
+/// names shared their stamps.
+fn key_hash(path: &[u8]) -> u64 {
+    mixed(fnv1a(path)).max(1)
+}
+
+fn mixed(mut h: u64) -> u64 {
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+fn is_link(attr: &FileAttr) -> bool {
+    attr.mode & libc::S_IFMT == libc::S_IFLNK
 }
 
 fn path_words(path: &[u8]) -> [u64; PATH_WORDS] {
@@ -214,7 +234,7 @@ impl Slot {
         {
             return None;
         }
-        let used = ((len & !(1 << 63)) as usize).div_ceil(8);
+        let used = (len as usize).div_ceil(8);
         if (0..used).any(|i| self.path[i].load(Ordering::Relaxed) != words[i]) {
             return None;
         }
@@ -288,15 +308,22 @@ impl MetaCache {
         hit
     }
 
+    /// One entry per path, whether the last link is followed or not: an
+    /// entry is made only for a path that went through no symlink (see
+    /// `put`), so both answers are the same, except for a symlink at the
+    /// end, whose entry answers only lstat.
     fn lookup(&self, path: &[u8], follow: bool) -> Option<FileAttr> {
         if path.len() > PATH_WORDS * 8 {
             return None;
         }
-        let (hash, words) = (key_hash(path, follow), path_words(path));
-        let len = path.len() as u64 | u64::from(follow) << 63;
+        let (hash, words) = (key_hash(path), path_words(path));
+        let len = path.len() as u64;
         let (attr, [names, ino, until]) =
             self.probes(hash).find_map(|s| s.read(hash, len, &words))?;
         let attr = attr_of(&attr);
+        if follow && is_link(&attr) {
+            return None;
+        }
         (names == self.names_stamp(path) && ino == self.ino_stamp(attr.ino) && until > now_ns())
             .then_some(attr)
     }
@@ -332,12 +359,18 @@ impl MetaCache {
         epoch: u64,
         names: u64,
     ) {
-        if ttl.is_zero() || epoch != self.epoch() || path.len() > PATH_WORDS * 8 {
+        // What a followed link led to is not the path's own (a resolution
+        // through a link is never kept; this is the belt to those braces).
+        if ttl.is_zero()
+            || epoch != self.epoch()
+            || path.len() > PATH_WORDS * 8
+            || (follow && is_link(&attr))
+        {
             return;
         }
         let ino = self.ino_stamp(attr.ino);
-        let (hash, words) = (key_hash(path, follow), path_words(path));
-        let len = path.len() as u64 | u64::from(follow) << 63;
+        let (hash, words) = (key_hash(path), path_words(path));
+        let len = path.len() as u64;
         let now = now_ns();
         // The key's own slot, else a free or expired one, else the one
         // closest to expiring.
@@ -696,9 +729,19 @@ mod tests {
         };
         put(b"dir/f", true, a, ttl, cache.epoch());
         assert_eq!(cache.get(b"dir/f", true), Some(a));
-        // The key is the path and whether the last link is followed.
-        assert_eq!(cache.get(b"dir/f", false), None);
+        // Not a link: stat and lstat alike.
+        assert_eq!(cache.get(b"dir/f", false), Some(a));
         assert_eq!(cache.get(b"dir/g", true), None);
+        // A link's own attributes answer lstat only.
+        let link = FileAttr {
+            mode: libc::S_IFLNK | 0o777,
+            ..attr(8, 4)
+        };
+        put(b"dir/l", false, link, ttl, cache.epoch());
+        assert_eq!(cache.get(b"dir/l", false), Some(link));
+        assert_eq!(cache.get(b"dir/l", true), None);
+        put(b"dir/l2", true, link, ttl, cache.epoch());
+        assert_eq!(cache.get(b"dir/l2", false), None, "never kept as followed");
         // An answer read before a change is not kept.
         let before = cache.epoch();
         cache.changed();

@@ -29,6 +29,8 @@
 //! (DESIGN.md); one that arrives while a passed-on call blocks is hooked
 //! as usual.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use thiserror::Error;
 
 use crate::{rewrite, sud};
@@ -114,6 +116,58 @@ pub fn rewriting() -> bool {
 /// (a CLONE_VM clone: posix_spawn's) do not run it.
 pub fn after_fork(f: fn()) {
     sud::after_fork(f)
+}
+
+/// Times this process handed its descriptors to another process: a fork,
+/// a vfork, any clone without CLONE_FILES, a sendmsg (which may carry
+/// descriptors). An open file description made before the last of these
+/// may be in use elsewhere; one made after it is this process's alone
+/// until the next.
+static DESCRIPTORS_SHARED: AtomicU64 = AtomicU64::new(0);
+
+/// Children made so far that share this memory without being threads of
+/// it (posix_spawn's CLONE_VM|CLONE_VFORK clone), counted in the parent
+/// once the child has gone its way (executed or exited). What such a
+/// child stored in per-process memory about itself (its ids, its umask)
+/// is not the parent's: values stored with an older count are stale.
+static MEMORY_SHARERS: AtomicU64 = AtomicU64::new(0);
+/// Set for good once a child sharing the memory may run alongside the
+/// parent (a CLONE_VM clone without CLONE_VFORK, or a thread with its own
+/// umask and working directory): per-process values are then never kept.
+static MEMORY_SHARED_ALONGSIDE: AtomicBool = AtomicBool::new(false);
+
+/// See `DESCRIPTORS_SHARED`.
+pub fn descriptor_shares() -> u64 {
+    DESCRIPTORS_SHARED.load(Ordering::Acquire)
+}
+
+/// This process is about to hand its descriptors on (see
+/// `DESCRIPTORS_SHARED`).
+pub fn descriptors_shared() {
+    DESCRIPTORS_SHARED.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The count of finished memory-sharing children (see `MEMORY_SHARERS`),
+/// or None if per-process values must not be kept at all.
+pub fn memory_sharers() -> Option<u64> {
+    if MEMORY_SHARED_ALONGSIDE.load(Ordering::Acquire) {
+        return None;
+    }
+    Some(MEMORY_SHARERS.load(Ordering::Acquire))
+}
+
+/// A clone sharing this memory is about to be made (`flags`: the
+/// clone's); `done`: it returned in the parent. Marked before, for a child
+/// that runs alongside; counted after, for one the parent waited for.
+pub(crate) fn memory_shared(flags: u64, done: bool) {
+    let thread = flags & libc::CLONE_THREAD as u64 != 0;
+    let own_fs = flags & libc::CLONE_FS as u64 == 0;
+    let waited = flags & libc::CLONE_VFORK as u64 != 0;
+    if (thread && own_fs) || (!thread && !waited) {
+        MEMORY_SHARED_ALONGSIDE.store(true, Ordering::Release);
+    } else if !thread && done {
+        MEMORY_SHARERS.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Stop intercepting the calling thread's system calls.

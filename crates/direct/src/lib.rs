@@ -14,6 +14,8 @@ mod appmem;
 pub mod cache;
 pub mod intercept;
 mod kabi;
+mod placeholder;
+mod process;
 mod rewrite;
 mod route;
 mod sud;

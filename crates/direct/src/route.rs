@@ -185,7 +185,10 @@ fn hook(call: &Syscall) -> Action {
     use libc::*;
     // Path calls: (dirfd, path) of the path argument.
     let at = |dirfd: i32, addr: u64| -> Option<Vec<u8>> {
-        let path = appmem::c_str(addr)?;
+        let mut path = appmem::CPath::new();
+        if !appmem::read_c_str(addr, &mut path) {
+            return None;
+        }
         match m.place(dirfd, &path) {
             Place::Inside(p) => Some(p),
             Place::Outside => None,
@@ -226,7 +229,10 @@ fn hook(call: &Syscall) -> Action {
         SYS_close if m.cache_shared_fd() == Some(fd_arg(a[0])) => Action::Return(0),
         SYS_close => match m.close(fd_arg(a[0])) {
             Some(r) => answer(r),
-            None => Action::Pass,
+            None => {
+                m.others_closed(a[0] as u32, a[0] as u32);
+                Action::Pass
+            }
         },
         SYS_read | SYS_pread64 => match m.file(fd_arg(a[0])) {
             Some(f) => {
@@ -279,8 +285,9 @@ fn hook(call: &Syscall) -> Action {
                 (a[3] as i32, a[2])
             };
             // statx also takes a NULL path with AT_EMPTY_PATH (Linux 6.11).
-            let path = appmem::c_str(a[1]);
-            let empty = a[1] == 0 || path.as_ref().is_some_and(|p| p.is_empty());
+            let mut path_buf = appmem::CPath::new();
+            let path = appmem::read_c_str(a[1], &mut path_buf).then_some(&path_buf);
+            let empty = a[1] == 0 || path.is_some_and(|p| p.is_empty());
             let attr = if empty && flags & AT_EMPTY_PATH != 0 {
                 match m.file(fd_arg(a[0])) {
                     Some(f) => m.fstat(&f),
@@ -290,7 +297,7 @@ fn hook(call: &Syscall) -> Action {
                 let Some(path) = path else {
                     return Action::Pass;
                 };
-                match m.place(fd_arg(a[0]), &path) {
+                match m.place(fd_arg(a[0]), path) {
                     Place::Inside(p) => m.stat(&p, flags & AT_SYMLINK_NOFOLLOW == 0),
                     Place::Outside => return Action::Pass,
                 }
@@ -377,8 +384,9 @@ fn hook(call: &Syscall) -> Action {
             } else {
                 (a[0], fd_arg(a[1]), a[2])
             };
-            match (at(dirfd, path), appmem::c_str(target)) {
-                (Some(p), Some(t)) => answer(m.symlink(&t, &p)),
+            let mut t = appmem::CPath::new();
+            match (at(dirfd, path), appmem::read_c_str(target, &mut t)) {
+                (Some(p), true) => answer(m.symlink(&t, &p)),
                 _ => Action::Pass,
             }
         }
@@ -450,7 +458,23 @@ fn hook(call: &Syscall) -> Action {
             }
         }
         SYS_dup => duplicate(m, call, fd_arg(a[0]), None),
-        SYS_dup2 | SYS_dup3 => duplicate(m, call, fd_arg(a[0]), Some(fd_arg(a[1]))),
+        SYS_dup2 | SYS_dup3 => {
+            if m.file(fd_arg(a[1])).is_none() {
+                m.others_closed(a[1] as u32, a[1] as u32);
+            }
+            duplicate(m, call, fd_arg(a[0]), Some(fd_arg(a[1])))
+        }
+        SYS_umask => Action::Return(crate::process::set_umask(a[0])),
+        SYS_setuid | SYS_setgid | SYS_setreuid | SYS_setregid | SYS_setresuid | SYS_setresgid
+        | SYS_setfsuid | SYS_setfsgid | SYS_setgroups => {
+            crate::process::ids_changing();
+            Action::Pass
+        }
+        // They may carry descriptors (SCM_RIGHTS) to another process.
+        SYS_sendmsg | SYS_sendmmsg => {
+            crate::intercept::descriptors_shared();
+            Action::Pass
+        }
         SYS_fcntl => match (m.file(fd_arg(a[0])), a[1] as i32) {
             (Some(_), F_DUPFD | F_DUPFD_CLOEXEC) => duplicate(m, call, fd_arg(a[0]), None),
             (Some(f), F_GETFL) => answer(Ok(i64::from(f_getfl(&f)))),
@@ -495,9 +519,10 @@ fn hook(call: &Syscall) -> Action {
             if list {
                 return answer(m.getxattr(&target, None, UserBuf::new(a[1], a[2])));
             }
-            let Some(name) = appmem::c_str(a[1]) else {
+            let mut name = appmem::CPath::new();
+            if !appmem::read_c_str(a[1], &mut name) {
                 return answer(Err(EFAULT));
-            };
+            }
             answer(match call.nr {
                 SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
                     m.getxattr(&target, Some(&name), UserBuf::new(a[2], a[3]))
@@ -662,9 +687,20 @@ fn hook(call: &Syscall) -> Action {
             }
             None => Action::Pass,
         },
-        SYS_ioctl => match m.file(fd_arg(a[0])) {
-            Some(_) => answer(Err(ENOSYS)),
-            None => Action::Pass,
+        // What the kernel does for any descriptor (fs/ioctl.c) it does for
+        // the placeholder too, close-on-exec being the descriptor's own; a
+        // file's own ioctls are not served (as for a FUSE filesystem without
+        // ioctl), which programs know as ENOTTY.
+        SYS_ioctl => match (m.file(fd_arg(a[0])), a[1]) {
+            (Some(_), FIOCLEX | FIONCLEX) => Action::Pass,
+            (Some(f), FIONBIO | FIOASYNC) => answer(appmem::bytes(a[2], 4).map(|v| {
+                let on = i32::from_ne_bytes(v[..4].try_into().expect("4 bytes")) != 0;
+                let bit = if a[1] == FIONBIO { O_NONBLOCK } else { O_ASYNC };
+                f.set_flags(if on { f.flags() | bit } else { f.flags() & !bit });
+                0
+            })),
+            (Some(_), _) => answer(Err(ENOTTY)),
+            (None, _) => Action::Pass,
         },
         _ => Action::Pass,
     }
@@ -764,9 +800,10 @@ fn on_target(
             None => Action::Pass,
         };
     }
-    let Some(p) = appmem::c_str(path) else {
+    let mut p = appmem::CPath::new();
+    if !appmem::read_c_str(path, &mut p) {
         return Action::Pass;
-    };
+    }
     match m.place(dirfd, &p) {
         Place::Inside(p) => answer(op(&Target::Path(&p, follow))),
         Place::Outside => Action::Pass,

@@ -581,12 +581,16 @@ fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
         // glibc falls back to clone, whose thread start this layer knows.
         libc::SYS_clone3 => -(libc::ENOSYS as i64),
         libc::SYS_clone => clone(a, caller),
-        libc::SYS_fork => forked(raw_syscall(libc::SYS_fork, [0; 6])),
+        libc::SYS_fork => {
+            crate::intercept::descriptors_shared();
+            forked(raw_syscall(libc::SYS_fork, [0; 6]))
+        }
         libc::SYS_vfork => {
             // The child would run on (and overwrite) the stack this handler
             // is returning through; a copy of the memory instead, the
             // parent still waiting for the child's exec or exit.
             let flags = (libc::CLONE_VFORK | libc::SIGCHLD) as u64;
+            crate::intercept::descriptors_shared();
             forked(raw_syscall(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]))
         }
         _ => match HOOK.get().map(|hook| hook(call)) {
@@ -597,8 +601,11 @@ fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
 }
 
 /// After a fork-like clone: the child starts with dispatch off, and gets
-/// memory of its own (the hook's `after_fork` hears of it).
+/// memory of its own (the hook's `after_fork` hears of it). Both sides now
+/// share every descriptor open before (counted again after the call: one
+/// another thread made while it ran may be in the child).
 fn forked(ret: i64) -> i64 {
+    crate::intercept::descriptors_shared();
     if ret == 0 {
         appmem::forget_pid();
         rewrite::after_fork();
@@ -622,6 +629,9 @@ fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
     let flags = a[0];
     let vm = flags & libc::CLONE_VM as u64 != 0;
     let new_stack = a[1];
+    if flags & libc::CLONE_FILES as u64 == 0 {
+        crate::intercept::descriptors_shared();
+    }
     if !vm {
         return forked(pass_on(libc::SYS_clone, a));
     }
@@ -634,7 +644,16 @@ fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
         ));
     }
     let (gregs, app_mask, fp_env) = caller.app_state();
-    clone_thread(a, &gregs, app_mask, fp_env)
+    crate::intercept::memory_shared(flags, false);
+    let ret = clone_thread(a, &gregs, app_mask, fp_env);
+    // Only the parent comes back here (the child starts at its own code).
+    if ret > 0 {
+        crate::intercept::memory_shared(flags, true);
+        if flags & libc::CLONE_FILES as u64 == 0 {
+            crate::intercept::descriptors_shared();
+        }
+    }
+    ret
 }
 
 /// A clone with its own stack (a thread, or posix_spawn's child): the

@@ -24,14 +24,13 @@ use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 use crate::appmem::UserBuf;
 use crate::cache::{CacheStats, Dentries, MetaCache, PageCache, PAGE_BYTES};
 use crate::intercept::raw_syscall;
+use crate::placeholder::{self, Pool, Record};
+use crate::process;
 
 /// A call's result as the kernel gives it: a value or an errno.
 pub(crate) type SysResult = Result<i64, i32>;
 
 const MAX_SYMLINKS: usize = 40;
-/// The start of a placeholder's record (see `install_file`): then the open
-/// flags (4 bytes), whether a directory (1), the inode number (8), the path.
-const PLACEHOLDER_MAGIC: &[u8] = b"fusebox-direct open file v2\n";
 const IO_CHUNK: usize = 1 << 20;
 
 fn err(e: Errno) -> i32 {
@@ -59,6 +58,15 @@ pub(crate) struct OpenFile {
     lock_fd: std::sync::OnceLock<i32>,
     /// Its inode number (whose cached attributes a write makes stale).
     ino: u64,
+    /// `intercept::descriptor_shares()` when its placeholder was made
+    /// (`u64::MAX` for one inherited across exec): while it is still the
+    /// same, no other process holds the placeholder.
+    born: u64,
+    /// The path the program opened it by and the names stamp of that path
+    /// then, if a stat of that path may be cached (see `close`).
+    opened_as: Option<(Vec<u8>, u64)>,
+    /// Created, truncated or written through this open file.
+    dirty: std::sync::atomic::AtomicBool,
 }
 
 /// In-process position state. A file's offset is not here: it is the
@@ -112,6 +120,7 @@ impl Drop for OpenFile {
             flush: false,
             flock_unlock: false,
             lock_owner: 0,
+            forget_follows: true,
         };
         if let Some(&fd) = self.lock_fd.get() {
             raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
@@ -237,6 +246,8 @@ pub struct VirtualMount {
     root_ino: std::sync::OnceLock<u64>,
     /// File data, when on (`set_page_cache`).
     pages: std::sync::OnceLock<PageCache>,
+    /// Placeholders of closed files, for the next opens.
+    pool: Pool,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -389,6 +400,7 @@ impl VirtualMount {
             dentries: std::sync::OnceLock::new(),
             root_ino: std::sync::OnceLock::new(),
             pages: std::sync::OnceLock::new(),
+            pool: Pool::default(),
         }
     }
 
@@ -520,8 +532,7 @@ impl VirtualMount {
 
     fn ctx() -> Ctx<'static> {
         let mut ctx = Ctx::internal();
-        ctx.uid = rustix::process::geteuid().as_raw();
-        ctx.gid = rustix::process::getegid().as_raw();
+        (ctx.uid, ctx.gid) = process::effective_ids();
         // A posix_spawn child, sharing our memory, reports its parent's:
         // the id is information for the filesystem, not a permission.
         ctx.pid = crate::appmem::pid();
@@ -535,6 +546,53 @@ impl VirtualMount {
         path: &[u8],
         follow: bool,
         looked: &mut Looked<'a>,
+    ) -> Result<Resolved, i32> {
+        self.resolve_as(path, follow, looked, true)
+    }
+
+    /// The directory holding `path`'s last component, and that name, for a
+    /// call that knows what the name holds (`unlink`): no lookup of the
+    /// name, and the directory's node as the walk cache has it. None if
+    /// the path does not end in a plain name.
+    fn resolve_parent<'a>(
+        &'a self,
+        path: &[u8],
+        looked: &mut Looked<'a>,
+    ) -> Result<Option<(NodeId, u64, Vec<u8>)>, i32> {
+        let (dir, name) = match path.iter().rposition(|&c| c == b'/') {
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (&b""[..], path),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Ok(None);
+        }
+        if dir.iter().all(|&c| c == b'/') {
+            return Ok(Some((
+                NodeId::ROOT,
+                self.ino_of((NodeId::ROOT, None))?,
+                name.to_vec(),
+            )));
+        }
+        let r = self.resolve_as(dir, true, looked, false)?;
+        let Some((node, attr)) = r.node else {
+            return Err(libc::ENOENT);
+        };
+        if attr.mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(libc::ENOTDIR);
+        }
+        Ok(Some((node, attr.ino, name.to_vec())))
+    }
+
+    /// `resolve`; `fresh_end`: a directory the path ends at, if the walk
+    /// cache has it, is looked up again for fresh attributes and a
+    /// reference of `looked`'s own (else the cache's node and attributes
+    /// are given, valid while `looked` lives).
+    fn resolve_as<'a>(
+        &'a self,
+        path: &[u8],
+        follow: bool,
+        looked: &mut Looked<'a>,
+        fresh_end: bool,
     ) -> Result<Resolved, i32> {
         let ctx = Self::ctx();
         let mut pending: Vec<Vec<u8>> = split(path);
@@ -573,17 +631,19 @@ impl VirtualMount {
                 return Err(libc::ENOTDIR);
             }
             // A directory (or link) on the way may come from the walk
-            // cache; the last component is always asked for, so its node
-            // is looked's and its attributes are fresh.
-            let cached = if last {
-                None
-            } else {
+            // cache; the last component is asked for (so its node is
+            // looked's and its attributes are fresh) unless the caller
+            // wants only a directory's node (`fresh_end` false).
+            let walked = !last || !fresh_end;
+            let cached = if walked {
                 dentries.and_then(|d| d.get(here.0, &comp))
+            } else {
+                None
             };
-            // The name's stamp before asking, for a directory the walk
-            // cache may keep (the last component is never kept).
+            // The name's stamp before asking, for an entry the walk cache
+            // may keep.
             let names = dentries
-                .filter(|_| !last && cached.is_none())
+                .filter(|_| walked && cached.is_none())
                 .map(|d| d.name_stamp(&comp));
             let found = match cached {
                 Some(d) => Ok(fusebox::Entry {
@@ -667,7 +727,7 @@ impl VirtualMount {
         }
         // The path named a directory we walked into (or the root).
         let parent = stack.last().map_or(NodeId::ROOT, |p| p.0);
-        if !here_owned {
+        if !here_owned && fresh_end {
             // From the walk cache: a reference of looked's own (a caller
             // may keep the node) and fresh attributes.
             let name = done.last().ok_or(libc::ENOENT)?;
@@ -737,57 +797,24 @@ impl VirtualMount {
     }
 
     fn umask() -> u32 {
-        // Read by setting: restored at once (a thread changing its umask at
-        // this very moment could lose its change; DESIGN.md).
-        let old = raw_syscall(libc::SYS_umask, [0o022, 0, 0, 0, 0, 0]);
-        raw_syscall(libc::SYS_umask, [old as u64, 0, 0, 0, 0, 0]);
-        old as u32
+        process::umask()
     }
 
-    fn placeholder(cloexec: bool) -> Result<i32, i32> {
-        let flags = if cloexec { libc::MFD_CLOEXEC } else { 0 };
-        let ret = raw_syscall(
-            libc::SYS_memfd_create,
-            [
-                c"fusebox-direct".as_ptr() as u64,
-                u64::from(flags),
-                0,
-                0,
-                0,
-                0,
-            ],
-        );
-        if ret < 0 {
-            Err(-ret as i32)
-        } else {
-            Ok(ret as i32)
-        }
-    }
-
-    fn install_file(&self, file: OpenFile, ino: u64) -> SysResult {
+    fn install_file(&self, mut file: OpenFile, ino: u64) -> SysResult {
         let cloexec = file.flags() & libc::O_CLOEXEC != 0;
-        let fd = Self::placeholder(cloexec)?;
         // Who this descriptor is, for a program this one executes: it
         // inherits the descriptor and finds the file again from this.
-        let mut identity = PLACEHOLDER_MAGIC.to_vec();
-        identity.extend_from_slice(&file.flags().to_le_bytes());
-        identity.push(u8::from(file.dir));
-        identity.extend_from_slice(&ino.to_le_bytes());
-        identity.extend_from_slice(&file.path);
-        raw_syscall(
-            libc::SYS_pwrite64,
-            [
-                fd as u64,
-                identity.as_ptr() as u64,
-                identity.len() as u64,
-                0,
-                0,
-                0,
-            ],
-        );
-        let mut st = self.state();
-        if !st.shared_child() {
-            st.files.insert(fd, Arc::new(file));
+        let record = Record {
+            flags: file.flags(),
+            dir: file.dir,
+            ino,
+            path: file.path.clone(),
+        };
+        file.born = crate::intercept::descriptor_shares();
+        let own = !self.state().shared_child();
+        let fd = self.pool.make(&record, cloexec, own)?;
+        if own {
+            self.state().files.insert(fd, Arc::new(file));
         }
         Ok(i64::from(fd))
     }
@@ -811,36 +838,18 @@ impl VirtualMount {
             if !target
                 .as_os_str()
                 .as_bytes()
-                .starts_with(b"/memfd:fusebox-direct")
+                .starts_with(placeholder::LINK_PREFIX)
             {
                 continue;
             }
-            let mut record = vec![0u8; 4096 + PLACEHOLDER_MAGIC.len() + 13];
-            let n = raw_syscall(
-                libc::SYS_pread64,
-                [
-                    fd as u64,
-                    record.as_mut_ptr() as u64,
-                    record.len() as u64,
-                    0,
-                    0,
-                    0,
-                ],
-            );
-            let head = PLACEHOLDER_MAGIC.len() + 13;
-            if n < head as i64 || !record.starts_with(PLACEHOLDER_MAGIC) {
+            let Some(record) = placeholder::read_record(fd) else {
                 continue;
-            }
-            record.truncate(n as usize);
-            let at = PLACEHOLDER_MAGIC.len();
-            let flags = i32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
-            let ino = u64::from_le_bytes(record[at + 5..at + 13].try_into().expect("8 bytes"));
-            let path = record[head..].to_vec();
+            };
             // The same file, not another one renamed over its name since.
             let reopened = self
-                .reopen(&path, flags, record[at + 4] != 0)
+                .reopen(&record.path, record.flags, record.dir)
                 .and_then(|f| match self.fstat(&f) {
-                    Ok(attr) if attr.ino == ino => Ok(f),
+                    Ok(attr) if attr.ino == record.ino => Ok(f),
                     _ => Err(libc::ESTALE),
                 });
             match reopened {
@@ -887,6 +896,9 @@ impl VirtualMount {
             position: Default::default(),
             lock_fd: Default::default(),
             ino,
+            born: u64::MAX,
+            opened_as: None,
+            dirty: Default::default(),
         })
     }
 
@@ -1029,6 +1041,9 @@ impl VirtualMount {
         // the link, as the kernel's does (the temp-file attack).
         let excl = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
+        // Read before resolving: a rename meanwhile keeps the attributes
+        // remembered at close out of the cache.
+        let names = self.cache.get().map(|c| c.names_stamp(path));
         let r = self.resolve(path, follow, &mut looked)?;
         if let Some(c) = change.as_mut() {
             // A create changes the directory, a truncate the file.
@@ -1079,6 +1094,9 @@ impl VirtualMount {
                             position: Default::default(),
                             lock_fd: Default::default(),
                             ino: attr.ino,
+                            born: u64::MAX,
+                            opened_as: None,
+                            dirty: Default::default(),
                         },
                         attr.ino,
                     );
@@ -1133,6 +1151,9 @@ impl VirtualMount {
                 position: Default::default(),
                 lock_fd: Default::default(),
                 ino: attr.ino,
+                born: u64::MAX,
+                opened_as: names.filter(|_| !r.via_link).map(|n| (path.to_vec(), n)),
+                dirty: (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).into(),
             },
             attr.ino,
         )
@@ -1143,6 +1164,7 @@ impl VirtualMount {
         if let Some(d) = self.dentries.get() {
             d.forked();
         }
+        self.pool.drop_all();
         self.state().owner = std::process::id();
     }
 
@@ -1157,13 +1179,56 @@ impl VirtualMount {
                 Some(st.files.remove(&fd)?)
             }
         };
+        // Its last descriptor anywhere: none other here (the table held
+        // the only other reference), none in another process.
+        if let Some(f) = &file {
+            if Arc::strong_count(f) == 1 {
+                self.remember_attributes(f);
+                if f.born == crate::intercept::descriptor_shares() {
+                    self.pool.keep(fd);
+                }
+            }
+        }
         let ret = raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         drop(file);
         Some(if ret < 0 { Err(-ret as i32) } else { Ok(0) })
     }
 
+    /// The program closed or replaced (dup2 onto) descriptors
+    /// `first..=last` that are not the mount's files: pooled placeholders
+    /// among them are gone.
+    pub(crate) fn others_closed(&self, first: u32, last: u32) {
+        // A child sharing our memory closed its own copies, not ours.
+        if self.pool.may_hold(first, last) && !self.state().shared_child() {
+            self.pool.lost(first, last);
+        }
+    }
+
+    /// The last close here of a file changed through it: its attributes go
+    /// into the metadata cache under the path it was opened by, where the
+    /// change left them stale, as NFS's close-to-open GETATTR refreshes
+    /// them. The stat that so often follows (make, ls, a test of what was
+    /// written) is then answered from the cache: one getattr on the open
+    /// file now against a lookup by name then.
+    fn remember_attributes(&self, file: &OpenFile) {
+        let (Some(c), Some((path, names))) = (self.cache.get(), &file.opened_as) else {
+            return;
+        };
+        if file.dir || !file.dirty.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let epoch = c.epoch();
+        if let Ok(reply) = self.fs.getattr(&Self::ctx(), file.node, Some(file.fh)) {
+            // A regular file: stat and lstat agree.
+            if reply.attr.mode & libc::S_IFMT == libc::S_IFREG {
+                c.put(path, false, reply.attr, reply.ttl, epoch, *names);
+            }
+        }
+    }
+
     /// close_range(2) closed `first..=last`.
     pub(crate) fn closed_range(&self, first: u32, last: u32) {
+        self.others_closed(first, last);
         let gone: Vec<Arc<OpenFile>> = {
             let mut st = self.state();
             if st.shared_child() {
@@ -1356,6 +1421,7 @@ impl VirtualMount {
         if file.dir {
             return Err(libc::EISDIR);
         }
+        file.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         if file.flags() & libc::O_ACCMODE == libc::O_RDONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
@@ -1470,8 +1536,7 @@ impl VirtualMount {
         if mode == libc::F_OK {
             return Ok(0);
         }
-        let uid = rustix::process::geteuid().as_raw();
-        let gid = rustix::process::getegid().as_raw();
+        let (uid, gid) = process::effective_ids();
         let bits = if uid == 0 {
             // Root: read and write always; execute if anyone may, or a
             // directory.
@@ -1617,19 +1682,37 @@ impl VirtualMount {
     pub(crate) fn unlink(&self, path: &[u8], dir: bool) -> SysResult {
         let mut change = self.changing();
         let mut looked = self.looked();
-        let r = self.resolve(path, false, &mut looked)?;
-        let (_, attr) = r.node.ok_or(libc::ENOENT)?;
-        let name = r.name.ok_or(libc::EBUSY)?;
+        // What the name holds, from the metadata cache if it has it: the
+        // kernel too decides (EISDIR, ENOTDIR, whose attributes change)
+        // with the inode its dentry cache holds, within the same TTL.
+        let cached = self
+            .cache
+            .get()
+            .and_then(|c| c.get(path, false))
+            .map(|attr| {
+                self.resolve_parent(path, &mut looked)
+                    .map(|p| p.map(|p| (p, attr)))
+            })
+            .transpose()?
+            .flatten();
+        let (parent, parent_ino, name, attr) = match cached {
+            Some(((parent, parent_ino, name), attr)) => (parent, parent_ino, name, attr),
+            None => {
+                let r = self.resolve(path, false, &mut looked)?;
+                let (_, attr) = r.node.ok_or(libc::ENOENT)?;
+                (r.parent, r.parent_ino, r.name.ok_or(libc::EBUSY)?, attr)
+            }
+        };
         change.gone.push(name.clone());
-        change.inos.extend([r.parent_ino, attr.ino]);
+        change.inos.extend([parent_ino, attr.ino]);
         let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
         let name = OsStr::from_bytes(&name);
         let ctx = Self::ctx();
         match (dir, is_dir) {
-            (true, true) => self.fs.rmdir(&ctx, r.parent, name).map_err(err)?,
+            (true, true) => self.fs.rmdir(&ctx, parent, name).map_err(err)?,
             (true, false) => return Err(libc::ENOTDIR),
             (false, true) => return Err(libc::EISDIR),
-            (false, false) => self.fs.unlink(&ctx, r.parent, name).map_err(err)?,
+            (false, false) => self.fs.unlink(&ctx, parent, name).map_err(err)?,
         }
         Ok(0)
     }

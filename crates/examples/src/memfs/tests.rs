@@ -271,6 +271,7 @@ fn unlinked_inode_lives_until_forget_and_release() {
         flush: false,
         flock_unlock: false,
         lock_owner: 0,
+        forget_follows: false,
     };
     fs.release(&ctx(), e.node, &release).unwrap();
     assert_eq!(attr(&fs, e.node).unwrap_err(), Errno::ENOENT);

@@ -691,7 +691,8 @@ impl Filesystem for StackFs {
             if let Handle::File { node, .. } = &*h {
                 let last = self.nodes.unpin(*node);
                 self.release_backing(last.backing);
-                if let Some(file) = last.file {
+                // Kept for the node's next request, unless the node goes.
+                if let (Some(file), false) = (last.file, a.forget_follows) {
                     self.keep_node_fd(*node, file);
                 }
             }

@@ -373,8 +373,14 @@ impl NodeTable {
             });
         if removed.is_some() {
             self.nodes.remove(&id.0);
-            n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
-            self.fd_cache.invalidate(&id.0);
+            // Only a node with a kept fd is in the fd cache (`cache` puts
+            // both, and takes both back if this runs in between); moka's
+            // invalidate costs a garbage-collection flush even for a key it
+            // does not hold, on every forget.
+            let kept = n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
+            if kept.is_some() {
+                self.fd_cache.invalidate(&id.0);
+            }
         }
     }
 

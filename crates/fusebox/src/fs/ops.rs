@@ -156,6 +156,11 @@ pub struct Release {
     /// Drop flock(2) locks held through this open file.
     pub flock_unlock: bool,
     pub lock_owner: u64,
+    /// The caller gives its reference to the node back right after this
+    /// release (direct mode, which keeps no inode cache), where the kernel
+    /// keeps the node until it needs the room: state a filesystem would
+    /// set up now for the node's next requests is dropped at once.
+    pub forget_follows: bool,
 }
 
 #[derive(Clone, Copy, Debug)]

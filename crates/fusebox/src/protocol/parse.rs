@@ -349,6 +349,7 @@ fn release_args(r: abi::ReleaseIn) -> Release {
         flush: r.release_flags & flags::release::FLUSH != 0,
         flock_unlock: r.release_flags & flags::release::FLOCK_UNLOCK != 0,
         lock_owner: r.lock_owner,
+        forget_follows: false,
     }
 }
 

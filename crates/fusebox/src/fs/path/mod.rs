@@ -478,6 +478,7 @@ fn unseen_release(opened: &Opened, args: &Create) -> Release {
         flush: false,
         flock_unlock: false,
         lock_owner: 0,
+        forget_follows: false,
     }
 }
 

@@ -151,6 +151,7 @@ fn release_args(fh: FileHandle) -> Release {
         flush: false,
         flock_unlock: false,
         lock_owner: 0,
+        forget_follows: false,
     }
 }
 
