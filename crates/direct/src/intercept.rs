@@ -148,26 +148,52 @@ pub fn descriptors_shared() {
 }
 
 /// The count of finished memory-sharing children (see `MEMORY_SHARERS`),
-/// or None if per-process values must not be kept at all.
+/// or None if per-process values must not be kept now (such a child runs,
+/// and the caller may be it).
 pub fn memory_sharers() -> Option<u64> {
-    if MEMORY_SHARED_ALONGSIDE.load(Ordering::Acquire) {
+    if may_be_memory_child() {
         return None;
     }
     Some(MEMORY_SHARERS.load(Ordering::Acquire))
 }
 
+/// Children sharing this memory that are running now (made, and their
+/// parent not yet back from the clone): while there are none, and none
+/// runs alongside, every caller of this memory is the process that owns
+/// it, which then need not ask the kernel who it is.
+static MEMORY_CHILDREN_RUNNING: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the caller may be a child sharing this memory (posix_spawn's,
+/// between its clone and its exec) rather than the process itself.
+pub fn may_be_memory_child() -> bool {
+    MEMORY_CHILDREN_RUNNING.load(Ordering::Acquire) != 0
+        || MEMORY_SHARED_ALONGSIDE.load(Ordering::Acquire)
+}
+
 /// A clone sharing this memory is about to be made (`flags`: the
-/// clone's); `done`: it returned in the parent. Marked before, for a child
-/// that runs alongside; counted after, for one the parent waited for.
-pub(crate) fn memory_shared(flags: u64, done: bool) {
+/// clone's). Marked before, for a child that runs alongside.
+pub(crate) fn memory_sharing(flags: u64) {
     let thread = flags & libc::CLONE_THREAD as u64 != 0;
     let own_fs = flags & libc::CLONE_FS as u64 == 0;
     let waited = flags & libc::CLONE_VFORK as u64 != 0;
     if (thread && own_fs) || (!thread && !waited) {
         MEMORY_SHARED_ALONGSIDE.store(true, Ordering::Release);
-    } else if !thread && done {
+    }
+    if !thread {
+        MEMORY_CHILDREN_RUNNING.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The clone of `memory_sharing` returned in the parent (`made`: it made
+/// a child), which for CLONE_VFORK means the child has executed or exited.
+pub(crate) fn memory_shared(flags: u64, made: bool) {
+    if flags & libc::CLONE_THREAD as u64 != 0 {
+        return;
+    }
+    if made {
         MEMORY_SHARERS.fetch_add(1, Ordering::AcqRel);
     }
+    MEMORY_CHILDREN_RUNNING.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Stop intercepting the calling thread's system calls.

@@ -644,14 +644,12 @@ fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
         ));
     }
     let (gregs, app_mask, fp_env) = caller.app_state();
-    crate::intercept::memory_shared(flags, false);
+    crate::intercept::memory_sharing(flags);
     let ret = clone_thread(a, &gregs, app_mask, fp_env);
     // Only the parent comes back here (the child starts at its own code).
-    if ret > 0 {
-        crate::intercept::memory_shared(flags, true);
-        if flags & libc::CLONE_FILES as u64 == 0 {
-            crate::intercept::descriptors_shared();
-        }
+    crate::intercept::memory_shared(flags, ret > 0);
+    if ret > 0 && flags & libc::CLONE_FILES as u64 == 0 {
+        crate::intercept::descriptors_shared();
     }
     ret
 }

@@ -338,7 +338,9 @@ impl SpawnedChild {
 
 impl State {
     fn shared_child(&self) -> bool {
-        std::process::id() != self.owner
+        // Asking who we are costs a system call (two per create): only
+        // while such a child may exist.
+        crate::intercept::may_be_memory_child() && std::process::id() != self.owner
     }
 
     /// A shared child's working directory change.
