@@ -60,9 +60,9 @@ const MEMFD_NAME: &str = "fusebox-direct-shared";
 const SHARED_FD_FLOOR: i32 = 1000;
 
 /// Stamps are shared by the names (inodes) hashing to one slot, so a
-/// change to one makes the others' entries stale too: with 2,048 slots a
-/// stat of the 10,000 files just written found fewer than one in four of
-/// them, now most (a stamp is 8 bytes of a page touched when used).
+/// change to one makes the others' entries stale too: the more slots, the
+/// fewer such false changes (a stamp is 8 bytes of a page touched when
+/// used).
 const NAME_SLOTS: usize = 1 << 16;
 const INO_SLOTS: usize = 1 << 16;
 /// The shared header's size: `Shared`, rounded up to pages.
@@ -151,11 +151,10 @@ fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// Never 0, which marks an empty slot.
 /// The path's hash, mixed (splitmix64's finaliser, `mixed`): FNV-1a's low
 /// bits, which pick the slot, hardly differ between paths that differ in
 /// their last characters (f1, f2, ...), so probes ran into each other and
-/// names shared their stamps.
+/// names shared their stamps. Never 0, which marks an empty slot.
 fn key_hash(path: &[u8]) -> u64 {
     mixed(fnv1a(path)).max(1)
 }

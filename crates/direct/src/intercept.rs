@@ -125,12 +125,6 @@ pub fn after_fork(f: fn()) {
 /// until the next.
 static DESCRIPTORS_SHARED: AtomicU64 = AtomicU64::new(0);
 
-/// Children made so far that share this memory without being threads of
-/// it (posix_spawn's CLONE_VM|CLONE_VFORK clone), counted in the parent
-/// once the child has gone its way (executed or exited). What such a
-/// child stored in per-process memory about itself (its ids, its umask)
-/// is not the parent's: values stored with an older count are stale.
-static MEMORY_SHARERS: AtomicU64 = AtomicU64::new(0);
 /// Set for good once a child sharing the memory may run alongside the
 /// parent (a CLONE_VM clone without CLONE_VFORK, or a thread with its own
 /// umask and working directory): per-process values are then never kept.
@@ -147,16 +141,6 @@ pub fn descriptors_shared() {
     DESCRIPTORS_SHARED.fetch_add(1, Ordering::AcqRel);
 }
 
-/// The count of finished memory-sharing children (see `MEMORY_SHARERS`),
-/// or None if per-process values must not be kept now (such a child runs,
-/// and the caller may be it).
-pub fn memory_sharers() -> Option<u64> {
-    if may_be_memory_child() {
-        return None;
-    }
-    Some(MEMORY_SHARERS.load(Ordering::Acquire))
-}
-
 /// Children sharing this memory that are running now (made, and their
 /// parent not yet back from the clone): while there are none, and none
 /// runs alongside, every caller of this memory is the process that owns
@@ -164,7 +148,9 @@ pub fn memory_sharers() -> Option<u64> {
 static MEMORY_CHILDREN_RUNNING: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the caller may be a child sharing this memory (posix_spawn's,
-/// between its clone and its exec) rather than the process itself.
+/// between its clone and its exec) rather than the process itself. While
+/// it may, per-process values (ids, umask) kept in this memory are neither
+/// used nor stored: the child's are its own.
 pub fn may_be_memory_child() -> bool {
     MEMORY_CHILDREN_RUNNING.load(Ordering::Acquire) != 0
         || MEMORY_SHARED_ALONGSIDE.load(Ordering::Acquire)
@@ -184,16 +170,12 @@ pub(crate) fn memory_sharing(flags: u64) {
     }
 }
 
-/// The clone of `memory_sharing` returned in the parent (`made`: it made
-/// a child), which for CLONE_VFORK means the child has executed or exited.
-pub(crate) fn memory_shared(flags: u64, made: bool) {
-    if flags & libc::CLONE_THREAD as u64 != 0 {
-        return;
+/// The clone of `memory_sharing` returned in the parent, which for
+/// CLONE_VFORK means the child (if one was made) has executed or exited.
+pub(crate) fn memory_shared(flags: u64) {
+    if flags & libc::CLONE_THREAD as u64 == 0 {
+        MEMORY_CHILDREN_RUNNING.fetch_sub(1, Ordering::AcqRel);
     }
-    if made {
-        MEMORY_SHARERS.fetch_add(1, Ordering::AcqRel);
-    }
-    MEMORY_CHILDREN_RUNNING.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Stop intercepting the calling thread's system calls.

@@ -129,14 +129,14 @@ impl Pool {
 
     /// Whether `first..=last` may hold pooled placeholders (answered
     /// without the lock).
-    pub(crate) fn may_hold(&self, _first: u32, last: u32) -> bool {
+    pub(crate) fn may_hold(&self, last: u32) -> bool {
         self.any.load(Ordering::Acquire) && u64::from(last) >= POOL_FLOOR
     }
 
     /// The program closed or replaced (dup2 onto) descriptors
     /// `first..=last`: those of the pool among them are not ours any more.
     pub(crate) fn lost(&self, first: u32, last: u32) {
-        if !self.may_hold(first, last) {
+        if !self.may_hold(last) {
             return;
         }
         let mut fds = self.fds();

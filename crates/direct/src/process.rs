@@ -5,12 +5,12 @@
 //!
 //! Both are per-process values kept in per-process memory, which a
 //! posix_spawn child (a CLONE_VM clone) shares while it runs as a process
-//! of its own: see `intercept::memory_sharers` for how what such a child
-//! stored is told apart from the parent's.
+//! of its own: while one may run (`intercept::may_be_memory_child`), the
+//! umask is neither used nor stored here.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::intercept::{memory_sharers, raw_syscall};
+use crate::intercept::{may_be_memory_child, raw_syscall};
 
 const UNKNOWN: u64 = u64::MAX;
 
@@ -45,37 +45,24 @@ pub(crate) fn ids_changing() {
     IDS.store(UNKNOWN, Ordering::Release);
 }
 
-/// The umask (its 9 bits) with, above them, the count of finished
-/// memory-sharing children when it was stored.
+/// The umask (its 9 bits), once known.
 static UMASK: AtomicU64 = AtomicU64::new(UNKNOWN);
-const UMASK_BITS: u32 = 16;
-
-fn umask_entry(sharers: u64, mask: u32) -> u64 {
-    sharers << UMASK_BITS | u64::from(mask & 0o777)
-}
 
 /// The process's umask.
 pub(crate) fn umask() -> u32 {
-    let sharers = memory_sharers();
+    let kept = !may_be_memory_child();
     let seen = UMASK.load(Ordering::Acquire);
-    if let Some(n) = sharers {
-        if seen != UNKNOWN && seen >> UMASK_BITS == n {
-            return (seen & 0o777) as u32;
-        }
+    if kept && seen != UNKNOWN {
+        return seen as u32;
     }
     // Read by setting, restored at once: a thread of this process
     // changing it at this very moment could lose its change (DESIGN.md).
     let old = raw_syscall(libc::SYS_umask, [0o022, 0, 0, 0, 0, 0]);
     raw_syscall(libc::SYS_umask, [old as u64, 0, 0, 0, 0, 0]);
     let mask = old as u32 & 0o777;
-    if let Some(n) = sharers {
+    if kept {
         // Not over a umask(2) made meanwhile.
-        let _ = UMASK.compare_exchange(
-            seen,
-            umask_entry(n, mask),
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+        let _ = UMASK.compare_exchange(seen, u64::from(mask), Ordering::AcqRel, Ordering::Relaxed);
     }
     mask
 }
@@ -83,9 +70,10 @@ pub(crate) fn umask() -> u32 {
 /// umask(2) of the program: made, and kept.
 pub(crate) fn set_umask(mask: u64) -> i64 {
     let old = raw_syscall(libc::SYS_umask, [mask, 0, 0, 0, 0, 0]);
-    let kept = match memory_sharers() {
-        Some(n) => umask_entry(n, mask as u32),
-        None => UNKNOWN,
+    let kept = if may_be_memory_child() {
+        UNKNOWN
+    } else {
+        mask & 0o777
     };
     UMASK.store(kept, Ordering::Release);
     old

@@ -696,7 +696,11 @@ fn hook(call: &Syscall) -> Action {
             (Some(f), FIONBIO | FIOASYNC) => answer(appmem::bytes(a[2], 4).map(|v| {
                 let on = i32::from_ne_bytes(v[..4].try_into().expect("4 bytes")) != 0;
                 let bit = if a[1] == FIONBIO { O_NONBLOCK } else { O_ASYNC };
-                f.set_flags(if on { f.flags() | bit } else { f.flags() & !bit });
+                f.set_flags(if on {
+                    f.flags() | bit
+                } else {
+                    f.flags() & !bit
+                });
                 0
             })),
             (Some(_), _) => answer(Err(ENOTTY)),

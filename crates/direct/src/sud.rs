@@ -647,7 +647,7 @@ fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
     crate::intercept::memory_sharing(flags);
     let ret = clone_thread(a, &gregs, app_mask, fp_env);
     // Only the parent comes back here (the child starts at its own code).
-    crate::intercept::memory_shared(flags, ret > 0);
+    crate::intercept::memory_shared(flags);
     if ret > 0 && flags & libc::CLONE_FILES as u64 == 0 {
         crate::intercept::descriptors_shared();
     }

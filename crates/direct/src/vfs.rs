@@ -798,10 +798,6 @@ impl VirtualMount {
         }
     }
 
-    fn umask() -> u32 {
-        process::umask()
-    }
-
     fn install_file(&self, mut file: OpenFile, ino: u64) -> SysResult {
         let cloexec = file.flags() & libc::O_CLOEXEC != 0;
         // Who this descriptor is, for a program this one executes: it
@@ -1043,9 +1039,15 @@ impl VirtualMount {
         // the link, as the kernel's does (the temp-file attack).
         let excl = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
-        // Read before resolving: a rename meanwhile keeps the attributes
-        // remembered at close out of the cache.
-        let names = self.cache.get().map(|c| c.names_stamp(path));
+        let changes = flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        // For the attributes remembered at close, only by a file that may
+        // change through this open; read before resolving: a rename
+        // meanwhile keeps them out of the cache.
+        let names = self
+            .cache
+            .get()
+            .filter(|_| changes || flags & libc::O_ACCMODE != libc::O_RDONLY)
+            .map(|c| c.names_stamp(path));
         let r = self.resolve(path, follow, &mut looked)?;
         if let Some(c) = change.as_mut() {
             // A create changes the directory, a truncate the file.
@@ -1125,7 +1127,7 @@ impl VirtualMount {
             }
             None if flags & libc::O_CREAT != 0 => {
                 let name = r.name.as_deref().ok_or(libc::EISDIR)?;
-                let umask = Self::umask();
+                let umask = process::umask();
                 let args = Create {
                     flags: open_flags,
                     mode: (mode & !umask & 0o7777) | libc::S_IFREG,
@@ -1155,7 +1157,7 @@ impl VirtualMount {
                 ino: attr.ino,
                 born: u64::MAX,
                 opened_as: names.filter(|_| !r.via_link).map(|n| (path.to_vec(), n)),
-                dirty: (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).into(),
+                dirty: changes.into(),
             },
             attr.ino,
         )
@@ -1201,7 +1203,7 @@ impl VirtualMount {
     /// among them are gone.
     pub(crate) fn others_closed(&self, first: u32, last: u32) {
         // A child sharing our memory closed its own copies, not ours.
-        if self.pool.may_hold(first, last) && !self.state().shared_child() {
+        if self.pool.may_hold(last) && !self.state().shared_child() {
             self.pool.lost(first, last);
         }
     }
@@ -1423,10 +1425,10 @@ impl VirtualMount {
         if file.dir {
             return Err(libc::EISDIR);
         }
-        file.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         if file.flags() & libc::O_ACCMODE == libc::O_RDONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
+        file.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         let ctx = Self::ctx();
         let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         let start = match at {
@@ -1622,7 +1624,7 @@ impl VirtualMount {
     pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
         let mut looked = self.looked();
         let (_change, parent, name) = self.new_entry(path, &mut looked)?;
-        let umask = Self::umask();
+        let umask = process::umask();
         let args = Mkdir {
             mode: mode & !umask & 0o7777,
             umask,
@@ -1644,7 +1646,7 @@ impl VirtualMount {
             @ (libc::S_IFREG | libc::S_IFIFO | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFSOCK) => k,
             _ => return Err(libc::EINVAL),
         };
-        let umask = Self::umask();
+        let umask = process::umask();
         let args = fusebox::fs::ops::Mknod {
             mode: kind | (mode & !umask & 0o7777),
             rdev,
