@@ -13,6 +13,7 @@
 //! | `FUSEBOX_THREAD_POLICY` | `adaptive`, `normal`, `idle` (as `fusebox mount`) | `adaptive` as root, `normal` otherwise (adaptive needs CAP_SYS_NICE) |
 //! | `FUSEBOX_STATS` | `0` turns the `fusebox stats` socket off | on |
 //! | `FUSEBOX_OPTIONS` | more `-o` options, applied after the program's | none |
+//! | `FUSEBOX_READDIRPLUS_LOOKUPS` | `0` keeps a high-level program's getattr out of READDIRPLUS (see `PathAdapter`) | on |
 //! | `FUSEBOX_LOG` | a tracing filter for fusebox's own log (stderr) | `warn` |
 
 use fusebox::transport::uring::PollPolicy;
@@ -85,6 +86,15 @@ pub fn session_config(get: impl Fn(&str) -> Option<String>) -> Result<SessionCon
     Ok(cfg)
 }
 
+/// Whether a high-level program's entries listed without attributes may
+/// be looked up by its getattr inside a READDIRPLUS, when the kernel shows
+/// the program being served stats what it lists (fusebox's
+/// `PathAdapter`; libfuse never does). Off for a filesystem whose getattr
+/// costs far more than its listing.
+pub fn readdirplus_lookups(get: impl Fn(&str) -> Option<String>) -> bool {
+    get("FUSEBOX_READDIRPLUS_LOOKUPS").is_none_or(|v| !is_off(&v))
+}
+
 fn is_off(v: &str) -> bool {
     matches!(v, "0" | "off" | "no" | "false")
 }
@@ -123,5 +133,10 @@ mod tests {
         let e = session_config(env(&[("FUSEBOX_TRANSPORT", "carrier-pigeon")])).unwrap_err();
         assert_eq!(e.var, "FUSEBOX_TRANSPORT");
         assert!(session_config(env(&[])).unwrap().stats_socket);
+        assert!(readdirplus_lookups(env(&[])));
+        assert!(!readdirplus_lookups(env(&[(
+            "FUSEBOX_READDIRPLUS_LOOKUPS",
+            "0"
+        )])));
     }
 }

@@ -60,15 +60,36 @@ fn squashfuse_high_level_serves_the_same_image() {
     });
 }
 
+/// sshd's path, if sshfs and an OpenSSH server are installed.
+fn sshfs_and_sshd() -> Option<&'static Path> {
+    which("sshfs")?;
+    ["/usr/sbin/sshd"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+}
+
+/// sshfs mounting `remote` from `server` (loopback, its key) at `mnt`.
+fn mount_sshfs(server: &Sshd, remote: &Path, mnt: &Path) -> Mounted {
+    let opts = format!(
+        "IdentityFile={},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port={}",
+        server.key.display(),
+        server.port
+    );
+    Mounted::start(
+        Command::new("sshfs")
+            .arg("-f")
+            .arg("-o")
+            .arg(&opts)
+            .arg(format!("root@127.0.0.1:{}", remote.display()))
+            .arg(mnt),
+        mnt,
+    )
+}
+
 #[test]
 fn sshfs_over_a_local_openssh_server_matches_the_same_changes_made_natively() {
-    let (Some(_), Some(sshd)) = (
-        which("sshfs"),
-        ["/usr/sbin/sshd"]
-            .iter()
-            .map(Path::new)
-            .find(|p| p.exists()),
-    ) else {
+    let Some(sshd) = sshfs_and_sshd() else {
         return skip("sshfs or openssh-server");
     };
     let s = scratch("sshfs");
@@ -78,20 +99,7 @@ fn sshfs_over_a_local_openssh_server_matches_the_same_changes_made_natively() {
     let native = s.path().join("native");
     run(Command::new("cp").arg("-a").arg(&remote).arg(&native));
     let mnt = s.path().join("mnt");
-    let opts = format!(
-        "IdentityFile={},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port={}",
-        server.key.display(),
-        server.port
-    );
-    let m = Mounted::start(
-        Command::new("sshfs")
-            .arg("-f")
-            .arg("-o")
-            .arg(&opts)
-            .arg(format!("root@127.0.0.1:{}", remote.display()))
-            .arg(&mnt),
-        &mnt,
-    );
+    let m = mount_sshfs(&server, &remote, &mnt);
     assert_same_tree(&native, &mnt);
     assert_eq!(tar_listing(&native), tar_listing(&mnt));
     let extra = s.path().join("extra");
@@ -107,6 +115,90 @@ fn sshfs_over_a_local_openssh_server_matches_the_same_changes_made_natively() {
     std::fs::write(mnt.join("big.bin"), &big).unwrap();
     assert_eq!(std::fs::read(remote.join("big.bin")).unwrap(), big);
     assert!(fusebox::stats::fetch(&mnt).is_ok());
+    m.unmount();
+}
+
+/// Every entry of `dir`, each stated as soon as it is listed (as `ls -l`
+/// and walkers do): the kernel then asks READDIRPLUS past the first batch,
+/// which the drop-in answers with lookups of its own.
+fn stat_while_listing(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let md = std::fs::symlink_metadata(e.path()).unwrap();
+        out.push(format!(
+            "{:?} {:o} {} {} {}",
+            e.file_name(),
+            md.mode(),
+            md.len(),
+            md.nlink(),
+            md.mtime()
+        ));
+    }
+    out.sort();
+    out
+}
+
+fn ls_long(dir: &Path) -> String {
+    let text = run(Command::new("ls")
+        .args(["-ln", "--time-style=+%s"])
+        .arg(dir));
+    text.lines()
+        .filter(|l| !l.starts_with("total"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_wide_directory_stated_while_listed_matches_native_through_sshfs() {
+    let Some(sshd) = sshfs_and_sshd() else {
+        return skip("sshfs or openssh-server");
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let s = scratch("sshfs-wide");
+    let server = Sshd::start(s.path(), sshd);
+    let remote = s.path().join("remote");
+    let wide = remote.join("wide");
+    std::fs::create_dir_all(&wide).unwrap();
+    const FILES: usize = 2_000;
+    for i in 0..FILES {
+        let f = wide.join(format!("f{i}"));
+        std::fs::write(&f, vec![b'x'; i % 97]).unwrap();
+        let mode = [0o644, 0o600, 0o755][i % 3];
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        if i % 50 == 0 {
+            std::os::unix::fs::symlink(format!("f{i}"), wide.join(format!("l{i}"))).unwrap();
+        }
+    }
+    let mnt = s.path().join("mnt");
+    let m = mount_sshfs(&server, &remote, &mnt);
+    let seen = mnt.join("wide");
+    assert_eq!(stat_while_listing(&wide), stat_while_listing(&seen));
+    // The listing answered the stats: far fewer LOOKUPs than entries.
+    let snap = fusebox::stats::fetch(&mnt).expect("fusebox stats");
+    let count = |name: &str| {
+        snap.ops
+            .iter()
+            .find(|o| o.name == name)
+            .map_or(0, |o| o.count)
+    };
+    assert!(count("READDIRPLUS") > 0, "{snap:?}");
+    assert!(
+        count("LOOKUP") < FILES as u64 / 2,
+        "{} LOOKUPs for {FILES} files",
+        count("LOOKUP")
+    );
+    // Names looked up by a listing behave as any: renamed, removed,
+    // rewritten and chmodded through the mount, then listed again.
+    std::fs::rename(seen.join("f10"), seen.join("g10")).unwrap();
+    std::fs::remove_file(seen.join("f11")).unwrap();
+    std::fs::write(seen.join("f12"), b"now longer than before\n").unwrap();
+    std::fs::set_permissions(seen.join("f13"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::rename(seen.join("f14"), seen.join("f15")).unwrap();
+    assert_eq!(stat_while_listing(&wide), stat_while_listing(&seen));
+    assert_eq!(ls_long(&wide), ls_long(&seen));
+    assert_eq!(std::fs::read(seen.join("f15")).unwrap(), vec![b'x'; 14]);
     m.unmount();
 }
 

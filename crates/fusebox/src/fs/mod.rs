@@ -9,4 +9,6 @@ mod path;
 
 pub use asynchronous::{AsyncAdapter, AsyncFilesystem, Ready};
 pub use inode::Filesystem;
-pub use path::{AsyncPathFilesystem, PathAdapter, PathFilesystem, ReadyPath};
+pub use path::{
+    AsyncPathFilesystem, PathAdapter, PathFilesystem, PlusFiller, PlusFillerSend, ReadyPath,
+};

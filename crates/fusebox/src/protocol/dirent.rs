@@ -48,6 +48,11 @@ impl<'a, 'b> DirEntries<'a, 'b> {
         padded(if plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + name.len())
     }
 
+    /// Bytes left for records.
+    pub fn remaining(&self) -> usize {
+        self.out.remaining()
+    }
+
     /// Whether an entry with this name still fits. Check before taking a
     /// lookup reference for READDIRPLUS, so a full buffer leaks nothing.
     pub fn has_room(&self, name: &OsStr) -> bool {

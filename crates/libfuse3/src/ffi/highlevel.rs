@@ -71,6 +71,9 @@ pub(crate) struct HighShared {
     next_dir: AtomicU64,
     /// auto_cache: each path's mtime and size when last opened.
     seen: Mutex<HashMap<PathBuf, (Timespec, u64)>>,
+    /// `FUSEBOX_READDIRPLUS_LOOKUPS`: entries of a READDIRPLUS the program
+    /// listed without attributes may be looked up by its getattr.
+    lookups_in_readdirplus: bool,
 }
 
 // SAFETY: the raw pointers are the program's (private data) or ours
@@ -91,6 +94,9 @@ struct Listed {
     name: CString,
     kind: Option<FileType>,
     ino: u64,
+    /// What the program gave with FUSE_FILL_DIR_PLUS, in a listing asked
+    /// with FUSE_READDIR_PLUS.
+    attr: Option<FileAttr>,
 }
 
 thread_local! {
@@ -179,6 +185,7 @@ impl HighShared {
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
             seen: Mutex::new(HashMap::new()),
+            lookups_in_readdirplus: crate::env::readdirplus_lookups(|k| std::env::var(k).ok()),
         }
     }
 
@@ -358,6 +365,11 @@ extern "C" fn fill_dir(
     } else {
         0
     };
+    // "Plus" mode: the program says every attribute is valid; taken only
+    // when they were asked for (libfuse's rule too).
+    let attr = st
+        .filter(|_| fill.plus && flags & FUSE_FILL_DIR_PLUS != 0)
+        .map(convert::attr_from_stat);
     match (&mut fill.mode, off) {
         (FillMode::Start, 0) | (FillMode::All(_), 0) => {
             if let FillMode::Start = fill.mode {
@@ -368,6 +380,7 @@ extern "C" fn fill_dir(
                     name: name.to_owned(),
                     kind,
                     ino,
+                    attr,
                 });
             }
             0
@@ -379,7 +392,9 @@ extern "C" fn fill_dir(
             } else {
                 FileType::RegularFile
             });
-            if (fill.push)(OsStr::from_bytes(name.to_bytes()), kind, ino, off as u64) {
+            let attr = attr.map(|a| (fill.adjust)(a));
+            let name = OsStr::from_bytes(name.to_bytes());
+            if (fill.push)(name, kind, ino, off as u64, attr.as_ref()) {
                 0
             } else {
                 1
@@ -393,6 +408,11 @@ extern "C" fn fill_dir(
     }
 }
 
+/// fuse_fill_dir_flags: the entry's attributes are all valid.
+const FUSE_FILL_DIR_PLUS: c_int = 2;
+/// fuse_readdir_flags: the kernel would like attributes with the entries.
+const FUSE_READDIR_PLUS: c_int = 1;
+
 enum FillMode {
     Start,
     /// Every offset 0: the whole listing, kept in the handle.
@@ -404,12 +424,113 @@ enum FillMode {
 struct Fill<'a> {
     mode: FillMode,
     use_ino: bool,
-    push: &'a mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
+    /// The listing was asked with FUSE_READDIR_PLUS.
+    plus: bool,
+    /// fuse_config's set_uid/set_gid/umask, applied to given attributes.
+    adjust: &'a dyn Fn(FileAttr) -> FileAttr,
+    push: &'a mut fusebox::fs::PlusFiller<'a>,
     error: Option<Errno>,
 }
 
 type FillDirFn =
     extern "C" fn(*mut c_void, *const c_char, *const libc::stat, libc::off_t, c_int) -> c_int;
+
+impl HighFs {
+    /// The program's readdir, for READDIR (`plus` false) and READDIRPLUS.
+    fn list(
+        &self,
+        ctx: &Ctx,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        plus: bool,
+        filler: &mut fusebox::fs::PlusFiller<'_>,
+    ) -> FsResult<()> {
+        let hs = &self.0;
+        let f = op!(
+            hs,
+            readdir,
+            fn(
+                *const c_char,
+                *mut c_void,
+                FillDirFn,
+                libc::off_t,
+                *mut FuseFileInfo,
+                c_int,
+            ) -> c_int
+        )
+        .ok_or(Errno::ENOSYS)?;
+        let dir = hs.dir(fh)?;
+        let mut dir = dir.lock().unwrap_or_else(PoisonError::into_inner);
+        // A listing kept from an earlier call serves the rest of it; a
+        // read from the start (rewinddir) asks the program again.
+        if offset == 0 || dir.listing.is_none() {
+            let mut fi = hs.fi(FileHandle(dir.fs_fh), 0);
+            let flags = if plus { FUSE_READDIR_PLUS } else { 0 };
+            let p = hs.path_for(path, true);
+            let pp = p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
+            let adjust = |a| hs.adjust(a);
+            let mut fill = Fill {
+                mode: FillMode::Start,
+                use_ino: hs.conf().use_ino != 0,
+                plus,
+                adjust: &adjust,
+                push: filler,
+                error: None,
+            };
+            let fillp = &mut fill as *mut Fill<'_> as *mut c_void;
+            // SAFETY: readdir(path, buf, filler, offset, fi, flags): `buf`
+            // is our Fill, alive for the call, read back by fill_dir only.
+            let r = hs.call(Some(ctx), 0, || unsafe {
+                f(pp, fillp, fill_dir, offset as i64, &mut fi, flags)
+            });
+            check(r)?;
+            if let Some(e) = fill.error {
+                return Err(e);
+            }
+            match fill.mode {
+                FillMode::Offsets => return Ok(()),
+                FillMode::Start => {
+                    dir.listing = Some(Vec::new());
+                }
+                FillMode::All(mut entries) => {
+                    // Types the program left out (a NULL stat): asked now,
+                    // after its readdir returned, never from inside it.
+                    for e in entries.iter_mut().filter(|e| e.kind.is_none()) {
+                        e.kind = match e.name.to_bytes() {
+                            b"." | b".." => Some(FileType::Directory),
+                            name => hs
+                                .getattr_c(Some(ctx), &path.join(OsStr::from_bytes(name)), None)
+                                .ok()
+                                .and_then(|a| a.kind()),
+                        };
+                    }
+                    dir.listing = Some(entries);
+                }
+            }
+        }
+        // The kept listing from `offset` on (a first call at a non-zero
+        // offset lists from the start and skips what the kernel has, as
+        // libfuse does).
+        let listing = dir.listing.as_deref().unwrap_or_default();
+        for (i, e) in listing.iter().enumerate().skip(offset as usize) {
+            let kind = e.kind.unwrap_or(FileType::RegularFile);
+            // Attributes kept from a plain listing's call are none; from a
+            // plus one they are as old as the listing, as in libfuse.
+            let attr = e.attr.filter(|_| plus).map(|a| hs.adjust(a));
+            if !filler(
+                OsStr::from_bytes(e.name.to_bytes()),
+                kind,
+                e.ino,
+                i as u64 + 1,
+                attr.as_ref(),
+            ) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
 
 impl PathFilesystem for HighFs {
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
@@ -425,12 +546,14 @@ impl PathFilesystem for HighFs {
             conn,
             |capable| {
                 // The high-level library also wants EXPORT_SUPPORT (its
-                // lookup answers "." and ".."); it has no readdirplus.
+                // lookup answers "." and ".."); READDIRPLUS as libfuse's,
+                // which always has it.
                 let has = crate::caps::Callbacks {
+                    readdirplus: true,
+                    readdir: true,
                     write_buf: ops.write_buf.is_some(),
                     posix_locks: ops.lock.is_some(),
                     flock: ops.flock.is_some(),
-                    ..Default::default()
                 };
                 (crate::caps::default_want(has) | cap::EXPORT_SUPPORT) & capable
             },
@@ -865,81 +988,29 @@ impl PathFilesystem for HighFs {
         offset: u64,
         filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
     ) -> FsResult<()> {
-        let hs = &self.0;
-        let f = op!(
-            hs,
-            readdir,
-            fn(
-                *const c_char,
-                *mut c_void,
-                FillDirFn,
-                libc::off_t,
-                *mut FuseFileInfo,
-                c_int,
-            ) -> c_int
+        self.list(
+            ctx,
+            path,
+            fh,
+            offset,
+            false,
+            &mut |name, kind, ino, next, _| filler(name, kind, ino, next),
         )
-        .ok_or(Errno::ENOSYS)?;
-        let dir = hs.dir(fh)?;
-        let mut dir = dir.lock().unwrap_or_else(PoisonError::into_inner);
-        // A listing kept from an earlier call serves the rest of it; a
-        // read from the start (rewinddir) asks the program again.
-        if offset == 0 || dir.listing.is_none() {
-            let mut fi = hs.fi(FileHandle(dir.fs_fh), 0);
-            let p = hs.path_for(path, true);
-            let pp = p.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
-            let mut fill = Fill {
-                mode: FillMode::Start,
-                use_ino: hs.conf().use_ino != 0,
-                push: filler,
-                error: None,
-            };
-            let fillp = &mut fill as *mut Fill<'_> as *mut c_void;
-            // SAFETY: readdir(path, buf, filler, offset, fi, flags): `buf`
-            // is our Fill, alive for the call, read back by fill_dir only.
-            let r = hs.call(Some(ctx), 0, || unsafe {
-                f(pp, fillp, fill_dir, offset as i64, &mut fi, 0)
-            });
-            check(r)?;
-            if let Some(e) = fill.error {
-                return Err(e);
-            }
-            match fill.mode {
-                FillMode::Offsets => return Ok(()),
-                FillMode::Start => {
-                    dir.listing = Some(Vec::new());
-                }
-                FillMode::All(mut entries) => {
-                    // Types the program left out (a NULL stat): asked now,
-                    // after its readdir returned, never from inside it.
-                    for e in entries.iter_mut().filter(|e| e.kind.is_none()) {
-                        e.kind = match e.name.to_bytes() {
-                            b"." | b".." => Some(FileType::Directory),
-                            name => hs
-                                .getattr_c(Some(ctx), &path.join(OsStr::from_bytes(name)), None)
-                                .ok()
-                                .and_then(|a| a.kind()),
-                        };
-                    }
-                    dir.listing = Some(entries);
-                }
-            }
-        }
-        // The kept listing from `offset` on (a first call at a non-zero
-        // offset lists from the start and skips what the kernel has, as
-        // libfuse does).
-        let listing = dir.listing.as_deref().unwrap_or_default();
-        for (i, e) in listing.iter().enumerate().skip(offset as usize) {
-            let kind = e.kind.unwrap_or(FileType::RegularFile);
-            if !filler(
-                OsStr::from_bytes(e.name.to_bytes()),
-                kind,
-                e.ino,
-                i as u64 + 1,
-            ) {
-                break;
-            }
-        }
-        Ok(())
+    }
+
+    fn readdirplus(
+        &self,
+        ctx: &Ctx,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut fusebox::fs::PlusFiller<'_>,
+    ) -> FsResult<()> {
+        self.list(ctx, path, fh, offset, true, filler)
+    }
+
+    fn lookups_in_readdirplus(&self) -> bool {
+        self.0.lookups_in_readdirplus
     }
 
     fn releasedir(&self, ctx: &Ctx, path: &Path, a: &fsops::Release) -> FsResult<()> {

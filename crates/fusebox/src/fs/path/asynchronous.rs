@@ -8,7 +8,10 @@ use std::ffi::OsStr;
 use std::future::Future;
 use std::path::Path;
 
-use super::{dir_filler, unseen_release, PathAdapter, PathFilesystem};
+use super::{
+    dir_filler, plus_filler, unseen_release, without_attributes, PathAdapter, PathFilesystem,
+    PlusFillerSend,
+};
 use crate::error::{Errno, FsResult};
 use crate::fs::ops::*;
 use crate::fs::AsyncFilesystem;
@@ -192,6 +195,28 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// Call `filler(name, kind, ino, next_offset, attributes)` per entry,
+    /// as for [`PathFilesystem::readdirplus`]; the default lists through
+    /// `readdir`, without attributes.
+    fn readdirplus(
+        &self,
+        ctx: &Ctx<'_>,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut PlusFillerSend<'_>,
+    ) -> impl Future<Output = FsResult<()>> + Send {
+        async move {
+            let mut plain = |name: &OsStr, kind, ino, next| filler(name, kind, ino, next, None);
+            self.readdir(ctx, path, fh, offset, &mut plain).await
+        }
+    }
+
+    /// As [`PathFilesystem::lookups_in_readdirplus`].
+    fn lookups_in_readdirplus(&self) -> bool {
+        true
+    }
+
     fn releasedir(
         &self,
         ctx: &Ctx<'_>,
@@ -331,7 +356,9 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
 /// it unlocked.
 impl<P: AsyncPathFilesystem> AsyncFilesystem for PathAdapter<P> {
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
-        self.fs.init(conn, notifier)
+        self.fs.init(conn, notifier)?;
+        self.negotiated(conn);
+        Ok(())
     }
 
     fn destroy(&self) {
@@ -538,6 +565,34 @@ impl<P: AsyncPathFilesystem> AsyncFilesystem for PathAdapter<P> {
         self.fs
             .readdir(ctx, &path, args.fh, args.offset, &mut filler)
             .await
+    }
+
+    async fn readdirplus(
+        &self,
+        ctx: &Ctx<'_>,
+        node: NodeId,
+        args: &Read,
+        out: &mut DirEntries<'_, 'static>,
+    ) -> FsResult<()> {
+        let path = self.path(node, true)?;
+        let mut listed = Vec::new();
+        {
+            let mut filler = plus_filler(&mut listed, out.remaining(), args.offset);
+            self.fs
+                .readdirplus(ctx, &path, args.fh, args.offset, &mut filler)
+                .await?;
+        }
+        // As the synchronous adapter: entries only under a directory that
+        // still has its name; lookups only when the kernel shows they help.
+        let named = self.path(node, false).is_ok();
+        if named && self.plus_lookups(args.offset, self.fs.lookups_in_readdirplus()) {
+            for l in without_attributes(&mut listed) {
+                l.attr = self.fs.getattr(ctx, &path.join(&l.name), None).await.ok();
+            }
+        }
+        let t = self.fs.timeouts();
+        self.answer_plus(node, named, listed, false, &t, out);
+        Ok(())
     }
 
     async fn releasedir(&self, ctx: &Ctx<'_>, node: NodeId, args: &Release) -> FsResult<()> {
@@ -753,6 +808,19 @@ impl<P: PathFilesystem> AsyncPathFilesystem for ReadyPath<P> {
         filler: &mut (dyn FnMut(&OsStr, FileType, u64, u64) -> bool + Send),
     ) -> FsResult<()> {
         self.0.readdir(ctx, path, fh, offset, filler)
+    }
+    async fn readdirplus(
+        &self,
+        ctx: &Ctx<'_>,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut PlusFillerSend<'_>,
+    ) -> FsResult<()> {
+        self.0.readdirplus(ctx, path, fh, offset, filler)
+    }
+    fn lookups_in_readdirplus(&self) -> bool {
+        self.0.lookups_in_readdirplus()
     }
     async fn releasedir(&self, ctx: &Ctx<'_>, path: &Path, args: &Release) -> FsResult<()> {
         self.0.releasedir(ctx, path, args)

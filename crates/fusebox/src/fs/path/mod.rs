@@ -14,6 +14,7 @@ pub use asynchronous::{AsyncPathFilesystem, ReadyPath};
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::inode::Filesystem;
@@ -23,6 +24,14 @@ use crate::protocol::{Connection, DataOut, DirEntries, Notifier};
 use crate::recovery::{AppliedChange, HandleRecord, KeyChanges};
 use crate::types::*;
 use table::Table;
+
+/// READDIRPLUS's filler: `(name, kind, ino, next_offset, attributes)`,
+/// false once the reply is full (see [`PathFilesystem::readdirplus`]).
+pub type PlusFiller<'a> = dyn FnMut(&OsStr, FileType, u64, u64, Option<&FileAttr>) -> bool + 'a;
+
+/// The same, for [`AsyncPathFilesystem::readdirplus`].
+pub type PlusFillerSend<'a> =
+    dyn FnMut(&OsStr, FileType, u64, u64, Option<&FileAttr>) -> bool + Send + 'a;
 
 /// A filesystem addressed by paths, like libfuse's `fuse_operations`. Serve
 /// it with [`PathAdapter`].
@@ -174,6 +183,37 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// READDIRPLUS: list as [`readdir`](Self::readdir) does, giving each
+    /// entry's attributes where the listing has them at hand, `None`
+    /// elsewhere: `filler(name, kind, ino, next_offset, attributes)`. An
+    /// entry given attributes is looked up for the kernel with them, as a
+    /// [`getattr`](Self::getattr) of its path would have been: give them
+    /// only if they are whole and current. The default lists through
+    /// `readdir`, without attributes.
+    fn readdirplus(
+        &self,
+        ctx: &Ctx,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut PlusFiller<'_>,
+    ) -> FsResult<()> {
+        self.readdir(ctx, path, fh, offset, &mut |name, kind, ino, next| {
+            filler(name, kind, ino, next, None)
+        })
+    }
+
+    /// Whether the adapter may look entries up itself, by `getattr`, to
+    /// answer a READDIRPLUS with the attributes the listing did not give,
+    /// when the kernel shows the program is looking up the entries it
+    /// lists (see [`PathAdapter`]). True by default: those getattr calls
+    /// replace the LOOKUP requests the kernel would send for the same
+    /// names. Say false where a getattr costs much more than a listing
+    /// and programs list far more than they stat.
+    fn lookups_in_readdirplus(&self) -> bool {
+        true
+    }
+
     fn releasedir(&self, ctx: &Ctx, path: &Path, args: &Release) -> FsResult<()> {
         Ok(())
     }
@@ -295,12 +335,24 @@ const UNKNOWN_INO: u64 = 0xffff_ffff;
 /// filesystem, so it stays short; a rename updates several nodes at once,
 /// which a sharded table would make much harder to keep consistent.
 ///
-/// READDIRPLUS is served by plain entries without attributes (the inode
-/// trait's default): the kernel then looks up the names it needs, and no
-/// lookup references are taken behind the table's back.
+/// READDIRPLUS: entries come with attributes (and count as lookups, so
+/// the kernel needs no LOOKUP for them) when the filesystem's
+/// [`readdirplus`](PathFilesystem::readdirplus) gives them, or, with
+/// `readdirplus_auto` negotiated, when the kernel asks for a READDIRPLUS
+/// past the start of a listing: it does that only after the program
+/// looked up entries of the directory since its last batch (`ls -l`,
+/// `find -ls`, a walk that stats as it lists), so the adapter looks up
+/// the batch's entries itself by `getattr`, one request instead of one per
+/// entry ([`PathFilesystem::lookups_in_readdirplus`] turns this off). The
+/// first batch, which the kernel always asks for with attributes, gets
+/// them only where the filesystem gave them: a plain `ls` costs no
+/// getattr. libfuse's high-level library never looks entries up itself.
 pub struct PathAdapter<F> {
     fs: F,
     table: RwLock<Table>,
+    /// `readdirplus_auto` is in force on the connection (set at init):
+    /// a READDIRPLUS past offset 0 then means entries are being looked up.
+    plus_auto: AtomicBool,
     /// Under a supervisor: where moved nodes' new keys go (the latest
     /// ledger's; a server may make one ahead of an upgrade, then another).
     keys: Mutex<Option<KeyChanges>>,
@@ -315,6 +367,7 @@ impl<F> PathAdapter<F> {
         PathAdapter {
             fs,
             table: RwLock::new(Table::new()),
+            plus_auto: AtomicBool::new(false),
             keys: Mutex::new(None),
         }
     }
@@ -432,6 +485,54 @@ impl<F> PathAdapter<F> {
         }
     }
 
+    /// Remember whether READDIRPLUS batches past the first mean lookups.
+    fn negotiated(&self, conn: &Connection) {
+        use fusebox_abi::flags::init as f;
+        let on = conn.want & !conn.refused & conn.kernel_flags;
+        let auto = f::DO_READDIRPLUS | f::READDIRPLUS_AUTO;
+        self.plus_auto.store(on & auto == auto, Ordering::Relaxed);
+    }
+
+    /// Whether this READDIRPLUS should look up the entries listed
+    /// without attributes (see [`PathAdapter`]).
+    fn plus_lookups(&self, offset: u64, allowed: bool) -> bool {
+        offset != 0 && allowed && self.plus_auto.load(Ordering::Relaxed)
+    }
+
+    /// Answer a READDIRPLUS batch: entries with attributes are registered
+    /// (a lookup reference each, as the kernel counts them) when the
+    /// directory still has a name to hang them from; the rest, and "."
+    /// and "..", go out without (node 0, no reference).
+    fn answer_plus(
+        &self,
+        dir: NodeId,
+        named: bool,
+        listed: Vec<PlusListed>,
+        ids_as_inos: bool,
+        t: &Timeouts,
+        out: &mut DirEntries<'_, '_>,
+    ) {
+        for l in listed {
+            let entry = l
+                .attr
+                .filter(|_| named && !is_dot_or_dotdot(&l.name))
+                .and_then(|attr| self.register(dir, &l.name, attr, t).ok());
+            // Each record was counted in with its attributes' room, so
+            // neither push can find the buffer full.
+            match entry {
+                Some(mut e) => {
+                    if ids_as_inos {
+                        e.attr.ino = e.node.0;
+                    }
+                    out.push_plus(&e, l.next, &l.name);
+                }
+                None => {
+                    out.push(l.ino, l.next, l.kind, &l.name);
+                }
+            }
+        }
+    }
+
     /// Unlink, rmdir and rename succeeded: move the names the same way.
     fn renamed(&self, args: &Rename) {
         let exchange = args.flags & libc::RENAME_EXCHANGE != 0;
@@ -447,26 +548,91 @@ impl<F> PathAdapter<F> {
     }
 }
 
-/// READDIR's filler: entries the filesystem numbers itself (`next` != 0)
-/// go through as they are; otherwise they are counted and the first
-/// `skip` dropped (a filesystem that re-lists from the start every call).
+/// The offsets a listing hands the kernel: the filesystem's own (`next`
+/// != 0) as they are; otherwise entries are counted and the first `skip`
+/// dropped (a filesystem that re-lists from the start every call).
+struct Numbering {
+    counted: u64,
+    skip: u64,
+}
+
+impl Numbering {
+    fn new(skip: u64) -> Self {
+        Numbering { counted: 0, skip }
+    }
+
+    /// The entry's offset for the kernel, or `None` to drop it.
+    fn next(&mut self, next: u64) -> Option<u64> {
+        if next != 0 {
+            return Some(next);
+        }
+        self.counted += 1;
+        (self.counted > self.skip).then_some(self.counted)
+    }
+}
+
+/// READDIR's filler.
 fn dir_filler<'o, 'a, 'b>(
     out: &'o mut DirEntries<'a, 'b>,
     skip: u64,
 ) -> impl FnMut(&OsStr, FileType, u64, u64) -> bool + Send + use<'o, 'a, 'b> {
-    let mut counted = 0u64;
+    let mut numbering = Numbering::new(skip);
     move |name: &OsStr, kind: FileType, ino: u64, next: u64| -> bool {
-        let next = if next != 0 {
-            next
-        } else {
-            counted += 1;
-            if counted <= skip {
-                return true;
-            }
-            counted
-        };
-        out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name)
+        match numbering.next(next) {
+            Some(next) => out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name),
+            None => true,
+        }
     }
+}
+
+/// An entry of a READDIRPLUS batch, kept until the filesystem's listing
+/// returned: lookups (the table's lock, getattr) never run inside it.
+struct PlusListed {
+    name: std::ffi::OsString,
+    kind: FileType,
+    ino: u64,
+    next: u64,
+    attr: Option<FileAttr>,
+}
+
+/// READDIRPLUS's filler: takes entries while their records (with room
+/// for attributes) fit in `room` bytes, so every one kept can be answered
+/// with its lookup.
+fn plus_filler<'l>(
+    listed: &'l mut Vec<PlusListed>,
+    mut room: usize,
+    skip: u64,
+) -> impl FnMut(&OsStr, FileType, u64, u64, Option<&FileAttr>) -> bool + Send + use<'l> {
+    let mut numbering = Numbering::new(skip);
+    move |name: &OsStr, kind: FileType, ino: u64, next: u64, attr: Option<&FileAttr>| -> bool {
+        let Some(next) = numbering.next(next) else {
+            return true;
+        };
+        let len = DirEntries::record_len(true, name);
+        if len > room {
+            return false;
+        }
+        room -= len;
+        listed.push(PlusListed {
+            name: name.to_owned(),
+            kind,
+            ino: if ino == 0 { UNKNOWN_INO } else { ino },
+            next,
+            attr: attr.copied(),
+        });
+        true
+    }
+}
+
+fn is_dot_or_dotdot(name: &OsStr) -> bool {
+    name == OsStr::new(".") || name == OsStr::new("..")
+}
+
+/// The entries of a batch a lookup of the adapter's own would complete.
+fn without_attributes(listed: &mut [PlusListed]) -> impl Iterator<Item = &mut PlusListed> {
+    listed
+        .iter_mut()
+        .filter(|l| l.attr.is_none() && !is_dot_or_dotdot(&l.name))
 }
 
 /// The RELEASE of a handle created but never given to the kernel (the
@@ -513,7 +679,9 @@ impl<F: PathFilesystem> PathAdapter<F> {
 
 impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
-        self.fs.init(conn, notifier)
+        self.fs.init(conn, notifier)?;
+        self.negotiated(conn);
+        Ok(())
     }
 
     fn destroy(&self) {
@@ -654,6 +822,33 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
         let mut filler = dir_filler(out, args.offset);
         self.fs
             .readdir(ctx, &path, args.fh, args.offset, &mut filler)
+    }
+
+    fn readdirplus(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        args: &Read,
+        out: &mut DirEntries<'_, '_>,
+    ) -> FsResult<()> {
+        let path = self.path(node, true)?;
+        let mut listed = Vec::new();
+        {
+            let mut filler = plus_filler(&mut listed, out.remaining(), args.offset);
+            self.fs
+                .readdirplus(ctx, &path, args.fh, args.offset, &mut filler)?;
+        }
+        // Only a directory the kernel can still reach by its name gets
+        // entries: an unlinked one's path may name something else now.
+        let named = self.path(node, false).is_ok();
+        if named && self.plus_lookups(args.offset, self.fs.lookups_in_readdirplus()) {
+            for l in without_attributes(&mut listed) {
+                l.attr = self.fs.getattr(ctx, &path.join(&l.name), None).ok();
+            }
+        }
+        let t = self.fs.timeouts();
+        self.answer_plus(node, named, listed, self.fs.node_ids_as_inos(), &t, out);
+        Ok(())
     }
 
     fn releasedir(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {

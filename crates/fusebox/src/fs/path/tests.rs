@@ -18,6 +18,10 @@ struct MemFs {
     files: Mutex<BTreeMap<PathBuf, FileAttr>>,
     open: Mutex<BTreeMap<u64, FileAttr>>,
     negative: Duration,
+    /// readdirplus hands out each entry's attributes itself.
+    plus_attrs: bool,
+    /// The adapter may look entries up inside READDIRPLUS.
+    no_plus_lookups: bool,
 }
 
 impl MemFs {
@@ -111,6 +115,31 @@ impl PathFilesystem for MemFs {
         _: u64,
         filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
     ) -> FsResult<()> {
+        self.list(path, &mut |name, kind, ino, next, _| {
+            filler(name, kind, ino, next)
+        });
+        Ok(())
+    }
+
+    fn readdirplus(
+        &self,
+        _: &Ctx,
+        path: &Path,
+        _: FileHandle,
+        _: u64,
+        filler: &mut PlusFiller<'_>,
+    ) -> FsResult<()> {
+        self.list(path, filler);
+        Ok(())
+    }
+
+    fn lookups_in_readdirplus(&self) -> bool {
+        !self.no_plus_lookups
+    }
+}
+
+impl MemFs {
+    fn list(&self, path: &Path, filler: &mut PlusFiller<'_>) {
         for (k, a) in self
             .files
             .lock()
@@ -118,11 +147,11 @@ impl PathFilesystem for MemFs {
             .iter()
             .filter(|(k, _)| k.parent() == Some(path))
         {
-            if !filler(k.file_name().unwrap(), a.kind().unwrap(), a.ino, 0) {
+            let attr = self.plus_attrs.then_some(a);
+            if !filler(k.file_name().unwrap(), a.kind().unwrap(), a.ino, 0, attr) {
                 break;
             }
         }
-        Ok(())
     }
 }
 
@@ -517,4 +546,135 @@ fn the_journal_probe_leaves_the_table_alone_and_a_replayed_change_lands_once() {
         name: os("c"),
     });
     assert_eq!(a.read().path(f, false), Err(Errno::ENOENT));
+}
+
+/// A READDIRPLUS answer of `room` bytes at `offset`: (name, node, offset)
+/// per record.
+fn list_plus(
+    a: &PathAdapter<MemFs>,
+    dir: NodeId,
+    offset: u64,
+    room: usize,
+) -> Vec<(OsString, u64, u64)> {
+    let mut out = DataOut::with_capacity(room);
+    out.reset(room);
+    let args = Read {
+        fh: FileHandle(0),
+        offset,
+        size: room as u32,
+        flags: 0,
+        lock_owner: None,
+    };
+    a.readdirplus(
+        &Ctx::internal(),
+        dir,
+        &args,
+        &mut DirEntries::new(&mut out, true),
+    )
+    .unwrap();
+    let entry_len = size_of::<fusebox_abi::EntryOut>();
+    let (buf, mut i, mut entries) = (out.as_slice(), 0, Vec::new());
+    while i + entry_len + 24 <= buf.len() {
+        let node = u64::from_le_bytes(buf[i..i + 8].try_into().unwrap());
+        let d = i + entry_len;
+        let off = u64::from_le_bytes(buf[d + 8..d + 16].try_into().unwrap());
+        let len = u32::from_le_bytes(buf[d + 16..d + 20].try_into().unwrap()) as usize;
+        entries.push((
+            OsStr::from_bytes(&buf[d + 24..d + 24 + len]).to_owned(),
+            node,
+            off,
+        ));
+        i = d + ((24 + len + 7) & !7);
+    }
+    entries
+}
+
+/// Files the kernel has not looked up: made behind the adapter's back.
+fn unseen_files(fs: &MemFs, names: &[&str]) {
+    for n in names {
+        fs.insert(&Path::new("/").join(n), libc::S_IFREG | 0o644)
+            .unwrap();
+    }
+}
+
+#[test]
+fn readdirplus_looks_entries_up_only_past_the_first_batch_and_only_what_it_answers() {
+    let a = PathAdapter::new(MemFs::default());
+    unseen_files(a.fs(), &["a", "b", "c", "d"]);
+    a.plus_auto.store(true, Ordering::Relaxed);
+    let known = a.read().nodes.len();
+    // The first batch (the kernel always asks plus there): plain entries.
+    let first = list_plus(&a, ROOT, 0, 4096);
+    assert_eq!(first.len(), 4);
+    assert!(first.iter().all(|(_, node, _)| *node == 0), "{first:?}");
+    assert_eq!(a.read().nodes.len(), known);
+    // Past it: looked up, one reference each, and only as many as fit.
+    let two = 2 * DirEntries::record_len(true, os("b"));
+    let batch = list_plus(&a, ROOT, 1, two);
+    let names: Vec<_> = batch.iter().map(|(n, _, off)| (n.clone(), *off)).collect();
+    assert_eq!(
+        names,
+        vec![(OsString::from("b"), 2), (OsString::from("c"), 3)]
+    );
+    for (name, node, _) in &batch {
+        assert_ne!(*node, 0, "{name:?} has no node");
+        assert_eq!(nlookup(&a, NodeId(*node)), Some(1));
+        assert_eq!(a.path_of(NodeId(*node)).unwrap(), Path::new("/").join(name));
+    }
+    assert_eq!(
+        a.read().nodes.len(),
+        known + 2,
+        "d did not fit and must not be held"
+    );
+    // A later LOOKUP of the same name shares the node.
+    let b = NodeId(batch[0].1);
+    assert_eq!(a.lookup(&Ctx::internal(), ROOT, os("b")).unwrap().node, b);
+    assert_eq!(nlookup(&a, b), Some(2));
+    a.forget(b, 2);
+    a.forget(NodeId(batch[1].1), 1);
+    assert_eq!(a.read().nodes.len(), known);
+}
+
+#[test]
+fn readdirplus_takes_the_filesystems_attributes_and_honours_its_refusal() {
+    // Attributes from the listing itself count even in the first batch.
+    let a = PathAdapter::new(MemFs {
+        plus_attrs: true,
+        ..MemFs::default()
+    });
+    unseen_files(a.fs(), &["x", "y"]);
+    mkdir(&a, ROOT, "sub");
+    let listed = list_plus(&a, ROOT, 0, 4096);
+    assert_eq!(listed.len(), 3);
+    for (name, node, _) in &listed {
+        let want = if name == "sub" { 2 } else { 1 };
+        assert_eq!(nlookup(&a, NodeId(*node)), Some(want), "{name:?}");
+    }
+    // A filesystem that refuses lookups inside READDIRPLUS, or a
+    // connection without readdirplus_auto: plain entries past the start.
+    let refusing = PathAdapter::new(MemFs {
+        no_plus_lookups: true,
+        ..MemFs::default()
+    });
+    unseen_files(refusing.fs(), &["p", "q"]);
+    refusing.plus_auto.store(true, Ordering::Relaxed);
+    assert!(list_plus(&refusing, ROOT, 1, 4096)
+        .iter()
+        .all(|(_, node, _)| *node == 0));
+    let no_auto = PathAdapter::new(MemFs::default());
+    unseen_files(no_auto.fs(), &["p", "q"]);
+    assert!(list_plus(&no_auto, ROOT, 1, 4096)
+        .iter()
+        .all(|(_, node, _)| *node == 0));
+    // A directory with no name left (removed while open) hangs nothing.
+    let gone = PathAdapter::new(MemFs {
+        plus_attrs: true,
+        ..MemFs::default()
+    });
+    let sub = mkdir(&gone, ROOT, "sub");
+    unseen_files(gone.fs(), &["sub/z"]);
+    gone.unlink(&Ctx::internal(), ROOT, os("sub")).unwrap();
+    let before = gone.read().nodes.len();
+    let _ = list_plus(&gone, sub, 0, 4096);
+    assert_eq!(gone.read().nodes.len(), before);
 }
