@@ -21,7 +21,7 @@ pub struct RunArgs {
     /// (and the programs it runs) instead of running a libfuse program:
     /// stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE or
     /// timingfs-async:PROFILE (the same through the async API).
-    #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "options", "library"])]
+    #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "no_readdirplus_lookups", "options", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
     /// exist).
@@ -59,6 +59,11 @@ pub struct RunArgs {
     /// No `fusebox stats` socket for the mount (FUSEBOX_STATS=0).
     #[arg(long)]
     pub no_stats: bool,
+    /// Never call the program's getattr inside a READDIRPLUS (as libfuse):
+    /// listings the program fills without attributes then cost the
+    /// kernel a LOOKUP per entry (FUSEBOX_READDIRPLUS_LOOKUPS=0).
+    #[arg(long)]
+    pub no_readdirplus_lookups: bool,
     /// More `-o` options for the mount, after the program's own
     /// (FUSEBOX_OPTIONS).
     #[arg(short = 'o', long = "options")]
@@ -272,6 +277,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     if args.no_stats {
         cmd.env("FUSEBOX_STATS", "0");
+    }
+    if args.no_readdirplus_lookups {
+        cmd.env("FUSEBOX_READDIRPLUS_LOOKUPS", "0");
     }
     if let Some(o) = args.options {
         cmd.env("FUSEBOX_OPTIONS", o);

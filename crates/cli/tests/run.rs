@@ -111,6 +111,23 @@ fn run_says_what_is_wrong() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--poll"));
 }
 
+#[test]
+fn run_hands_its_settings_to_the_program_through_the_environment() {
+    let out = Command::new(BIN)
+        .args(["run", "--no-readdirplus-lookups", "--no-stats", "--library"])
+        .arg(library())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo $FUSEBOX_READDIRPLUS_LOOKUPS $FUSEBOX_STATS",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 0");
+}
+
 /// Unmounts (aborting the connection first) if a test fails midway.
 struct MountGuard<'a>(&'a Path);
 
