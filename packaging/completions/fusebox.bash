@@ -833,7 +833,7 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__run)
-            opts="-o -v -h --fs --at --intercept --cache-entries --page-cache --stats --transport --workers --poll --no-stats --options --library --verbose --help"
+            opts="-o -v -h --fs --at --intercept --cache-entries --page-cache --stats --transport --workers --poll --no-stats --no-readdirplus-lookups --options --library --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -92,6 +92,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand run" -s o -l options -d 
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l library -d 'The drop-in library (default: beside this binary, or in ../lib/fusebox/; FUSEBOX_LIBFUSE3 names it too)' -r -F
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l stats -d 'Direct mode: print the metadata cache\'s hits and misses when PROGRAM exits'
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l no-stats -d 'No `fusebox stats` socket for the mount (FUSEBOX_STATS=0)'
+complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l no-readdirplus-lookups -d 'Never call the program\'s getattr inside a READDIRPLUS (as libfuse): listings the program fills without attributes then cost the kernel a LOOKUP per entry (FUSEBOX_READDIRPLUS_LOOKUPS=0)'
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -s h -l help -d 'Print help'
 complete -c fusebox -n "__fish_fusebox_using_subcommand blk; and not __fish_seen_subcommand_from create list destroy replace help" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
