@@ -584,12 +584,13 @@ impl<P: AsyncPathFilesystem> AsyncFilesystem for PathAdapter<P> {
         }
         // As the synchronous adapter: entries only under a directory that
         // still has its name; lookups only when the kernel shows they help.
-        let named = self.path(node, false).is_ok();
+        let named = self.still_at(node, &path);
         if named && self.plus_lookups(args.offset, self.fs.lookups_in_readdirplus()) {
             for l in without_attributes(&mut listed) {
                 l.attr = self.fs.getattr(ctx, &path.join(&l.name), None).await.ok();
             }
         }
+        let named = named && self.still_at(node, &path);
         let t = self.fs.timeouts();
         self.answer_plus(node, named, listed, false, &t, out);
         Ok(())

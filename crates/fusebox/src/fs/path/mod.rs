@@ -493,6 +493,11 @@ impl<F> PathAdapter<F> {
         self.plus_auto.store(on & auto == auto, Ordering::Relaxed);
     }
 
+    /// `node` is reachable, by `path`.
+    fn still_at(&self, node: NodeId, path: &Path) -> bool {
+        self.path(node, false).is_ok_and(|p| p == path)
+    }
+
     /// Whether this READDIRPLUS should look up the entries listed
     /// without attributes (see [`PathAdapter`]).
     fn plus_lookups(&self, offset: u64, allowed: bool) -> bool {
@@ -516,7 +521,10 @@ impl<F> PathAdapter<F> {
             let entry = l
                 .attr
                 .filter(|_| named && !is_dot_or_dotdot(&l.name))
-                .and_then(|attr| self.register(dir, &l.name, attr, t).ok());
+                .and_then(|attr| {
+                    let node = self.update(|table| table.register_listed(dir, &l.name, &attr))?;
+                    Some(Entry::new(node, attr, t))
+                });
             // Each record was counted in with its attributes' room, so
             // neither push can find the buffer full.
             match entry {
@@ -576,10 +584,19 @@ fn dir_filler<'o, 'a, 'b>(
     out: &'o mut DirEntries<'a, 'b>,
     skip: u64,
 ) -> impl FnMut(&OsStr, FileType, u64, u64) -> bool + Send + use<'o, 'a, 'b> {
-    let mut numbering = Numbering::new(skip);
+    let (mut numbering, mut full) = (Numbering::new(skip), false);
+    // Once an entry is refused every later one is: a shorter name taken
+    // after it would leave it out of the listing for good.
     move |name: &OsStr, kind: FileType, ino: u64, next: u64| -> bool {
+        if full {
+            return false;
+        }
         match numbering.next(next) {
-            Some(next) => out.push(if ino == 0 { UNKNOWN_INO } else { ino }, next, kind, name),
+            Some(next) => {
+                let ino = if ino == 0 { UNKNOWN_INO } else { ino };
+                full = !out.push(ino, next, kind, name);
+                !full
+            }
             None => true,
         }
     }
@@ -610,6 +627,8 @@ fn plus_filler<'l>(
         };
         let len = DirEntries::record_len(true, name);
         if len > room {
+            // As in `dir_filler`: nothing after a refusal.
+            room = 0;
             return false;
         }
         room -= len;
@@ -838,14 +857,16 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
             self.fs
                 .readdirplus(ctx, &path, args.fh, args.offset, &mut filler)?;
         }
-        // Only a directory the kernel can still reach by its name gets
-        // entries: an unlinked one's path may name something else now.
-        let named = self.path(node, false).is_ok();
+        // Only a directory the kernel still reaches by the path it was
+        // listed under gets entries: an unlinked or moved one's path may
+        // name something else now (checked again after the lookups).
+        let named = self.still_at(node, &path);
         if named && self.plus_lookups(args.offset, self.fs.lookups_in_readdirplus()) {
             for l in without_attributes(&mut listed) {
                 l.attr = self.fs.getattr(ctx, &path.join(&l.name), None).ok();
             }
         }
+        let named = named && self.still_at(node, &path);
         let t = self.fs.timeouts();
         self.answer_plus(node, named, listed, self.fs.node_ids_as_inos(), &t, out);
         Ok(())

@@ -258,6 +258,24 @@ impl Table {
         Ok(id)
     }
 
+    /// As [`register`](Self::register), for an entry a listing reported
+    /// (READDIRPLUS): a name whose node has another type is left alone
+    /// (`None`), since the listing's attributes may be older than the
+    /// node; a LOOKUP of the name decides that case.
+    pub(super) fn register_listed(
+        &mut self,
+        parent: NodeId,
+        name: &OsStr,
+        attr: &FileAttr,
+    ) -> Option<NodeId> {
+        let kind = attr.mode & libc::S_IFMT;
+        let known = self.names.get(&(parent, name.to_os_string()));
+        if known.is_some_and(|id| self.nodes.get(id).is_some_and(|n| n.kind != kind)) {
+            return None;
+        }
+        self.register(parent, name, attr).ok()
+    }
+
     /// `parent/name` was made a hard link to `id`: one more name, and one
     /// more kernel reference, for the same node.
     pub(super) fn link(

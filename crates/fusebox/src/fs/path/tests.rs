@@ -678,3 +678,45 @@ fn readdirplus_takes_the_filesystems_attributes_and_honours_its_refusal() {
     let _ = list_plus(&gone, sub, 0, 4096);
     assert_eq!(gone.read().nodes.len(), before);
 }
+
+#[test]
+fn a_listed_entry_of_another_type_never_evicts_the_node_the_kernel_holds() {
+    let a = PathAdapter::new(MemFs::default());
+    let f = mkfile(&a, ROOT, "f");
+    let as_dir = FileAttr {
+        ino: 7,
+        mode: libc::S_IFDIR | 0o755,
+        nlink: 2,
+        ..Default::default()
+    };
+    assert_eq!(a.write().register_listed(ROOT, os("f"), &as_dir), None);
+    assert_eq!(a.node_of(Path::new("/f")), Some(f));
+    assert_eq!(nlookup(&a, f), Some(1));
+    let as_file = FileAttr {
+        mode: libc::S_IFREG | 0o644,
+        ..as_dir
+    };
+    assert_eq!(a.write().register_listed(ROOT, os("f"), &as_file), Some(f));
+    assert_eq!(nlookup(&a, f), Some(2));
+}
+
+#[test]
+fn fillers_take_nothing_after_their_first_refusal() {
+    let long = OsString::from("a-name-too-long-for-what-is-left");
+    let room = DirEntries::record_len(true, os("first")) + DirEntries::record_len(true, os("b"));
+    let mut listed = Vec::new();
+    {
+        let mut plus = plus_filler(&mut listed, room, 0);
+        assert!(plus(os("first"), FileType::RegularFile, 1, 0, None));
+        assert!(!plus(&long, FileType::RegularFile, 2, 0, None));
+        assert!(!plus(os("b"), FileType::RegularFile, 3, 0, None));
+    }
+    assert_eq!(listed.len(), 1);
+    let mut out = DataOut::with_capacity(64);
+    out.reset(64);
+    let mut entries = DirEntries::new(&mut out, false);
+    let mut plain = dir_filler(&mut entries, 0);
+    assert!(plain(os("first"), FileType::RegularFile, 1, 0));
+    assert!(!plain(&long, FileType::RegularFile, 2, 0));
+    assert!(!plain(os("b"), FileType::RegularFile, 3, 0));
+}
