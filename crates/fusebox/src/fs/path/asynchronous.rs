@@ -9,8 +9,8 @@ use std::future::Future;
 use std::path::Path;
 
 use super::{
-    dir_filler, plus_filler, unseen_release, without_attributes, PathAdapter, PathFilesystem,
-    PlusFillerSend,
+    dir_filler, is_dot_or_dotdot, plus_filler, unseen_release, without_attributes, PathAdapter,
+    PathFilesystem, PlusFillerSend,
 };
 use crate::error::{Errno, FsResult};
 use crate::fs::ops::*;
@@ -378,7 +378,7 @@ impl<P: AsyncPathFilesystem> AsyncFilesystem for PathAdapter<P> {
 
     async fn lookup(&self, ctx: &Ctx<'_>, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         let t = self.fs.timeouts();
-        if name == OsStr::new(".") || name == OsStr::new("..") {
+        if is_dot_or_dotdot(name) {
             let (node, path) = self.dots(parent, name == OsStr::new(".."))?;
             let attr = self.fs.getattr(ctx, &path, None).await?;
             return self.dots_entry(node, attr, &t);

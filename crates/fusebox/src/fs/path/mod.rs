@@ -708,7 +708,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
     }
 
     fn lookup(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
-        if name == OsStr::new(".") || name == OsStr::new("..") {
+        if is_dot_or_dotdot(name) {
             return self.lookup_dots(ctx, parent, name == OsStr::new(".."));
         }
         let path = self.child_path(parent, name)?;
