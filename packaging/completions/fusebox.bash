@@ -28,6 +28,9 @@ _fusebox() {
             fusebox,completions)
                 cmd="fusebox__subcmd__completions"
                 ;;
+            fusebox,direct-server)
+                cmd="fusebox__subcmd__direct__subcmd__server"
+                ;;
             fusebox,doctor)
                 cmd="fusebox__subcmd__doctor"
                 ;;
@@ -97,6 +100,9 @@ _fusebox() {
             fusebox__subcmd__help,completions)
                 cmd="fusebox__subcmd__help__subcmd__completions"
                 ;;
+            fusebox__subcmd__help,direct-server)
+                cmd="fusebox__subcmd__help__subcmd__direct__subcmd__server"
+                ;;
             fusebox__subcmd__help,doctor)
                 cmd="fusebox__subcmd__help__subcmd__doctor"
                 ;;
@@ -143,7 +149,7 @@ _fusebox() {
 
     case "${cmd}" in
         fusebox)
-            opts="-v -h -V --verbose --help --version mount umount upgrade stats list run blk bench doctor completions man bench-worker help"
+            opts="-v -h -V --verbose --help --version mount umount upgrade stats list run blk bench doctor completions man direct-server bench-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -452,6 +458,28 @@ _fusebox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fusebox__subcmd__direct__subcmd__server)
+            opts="-v -h --fs --door --detach --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --fs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --door)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fusebox__subcmd__doctor)
             opts="-v -h --no-probe --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -467,7 +495,7 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__help)
-            opts="mount umount upgrade stats list run blk bench doctor completions man bench-worker help"
+            opts="mount umount upgrade stats list run blk bench doctor completions man direct-server bench-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,6 +607,20 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fusebox__subcmd__help__subcmd__direct__subcmd__server)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -79,6 +79,19 @@ enum Command {
     /// Write the man pages (fusebox.1 and one per command) into DIR.
     #[command(hide = true)]
     Man { dir: PathBuf },
+    /// The server of a direct-mode run whose filesystem keeps its state in
+    /// its process (`fusebox run --fs memfs` starts it).
+    #[command(hide = true)]
+    DirectServer {
+        #[arg(long)]
+        fs: String,
+        /// The door's descriptor, inherited.
+        #[arg(long)]
+        door: i32,
+        /// Start the server in a process group of its own and return.
+        #[arg(long)]
+        detach: bool,
+    },
     /// One workload of a suite, run in this process (the bench starts it
     /// under `fusebox run --fs` for the direct-mode subjects).
     #[command(hide = true)]
@@ -225,6 +238,7 @@ fn run() -> Result<()> {
         }
         Command::Man { dir } => generated::man_pages(&dir),
         Command::Bench(args) => bench::run(args),
+        Command::DirectServer { fs, door, detach } => run::direct_server(&fs, door, detach),
         Command::BenchWorker {
             suite,
             workload,

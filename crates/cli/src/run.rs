@@ -9,9 +9,10 @@
 //! session settings; then the program replaces this process (exec), so
 //! its exit status, signals and terminal are its own.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
@@ -19,8 +20,10 @@ use anyhow::{bail, Context, Result};
 pub struct RunArgs {
     /// Direct mode: serve this filesystem inside PROGRAM's own process
     /// (and the programs it runs) instead of running a libfuse program:
-    /// stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE or
-    /// timingfs-async:PROFILE (the same through the async API).
+    /// stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE,
+    /// timingfs-async:PROFILE (the same through the async API) or memfs
+    /// (its files live in its process: one instance in a server of the
+    /// run's, which every process of the run reaches).
     #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "no_readdirplus_lookups", "options", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
@@ -186,8 +189,8 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
             }
             format!("{name}:{profile}")
         }
-        "memfs" => bail!("memfs keeps its files in its process, and direct mode runs one instance per process: not supported in direct mode yet"),
-        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE or timingfs-async:PROFILE)"),
+        "memfs" => name.to_string(),
+        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE, timingfs-async:PROFILE or memfs)"),
     };
     let at = if at.is_absolute() {
         at.to_path_buf()
@@ -240,8 +243,125 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         Some(Intercept::Dispatch) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "dispatch"),
         None => &mut cmd,
     };
+    cmd.env_remove(fusebox_direct::shared::DOOR_VAR);
+    // Kept open until the exec, which the program inherits.
+    let _door;
+    if STATEFUL.contains(&name) {
+        let door = start_server(name)?;
+        cmd.env(
+            fusebox_direct::shared::DOOR_VAR,
+            door.as_raw_fd().to_string(),
+        );
+        _door = door;
+    }
     let err = cmd.exec();
     Err(err).with_context(|| format!("running {program}"))
+}
+
+/// Filesystems whose state lives in their process: served to direct mode
+/// by one server for the whole run.
+const STATEFUL: [&str; 1] = ["memfs"];
+
+/// Start the run's server for `name` (detached: it outlives this process,
+/// which becomes the program, and ends when the run's last process has
+/// closed the door) and wait until it serves. Returns the door's end the
+/// program inherits.
+fn start_server(name: &str) -> Result<OwnedFd> {
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .context("making the door to the run's server")?;
+    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
+        .context("handing the door to the run's server")?;
+    let exe = std::env::current_exe().context("finding this binary")?;
+    let status = Command::new(&exe)
+        .args(["direct-server", "--detach", "--fs", name, "--door"])
+        .arg(theirs.as_raw_fd().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .context("starting the run's server")?;
+    drop(theirs);
+    if !status.success() {
+        bail!("the run's {name} server did not start ({status})");
+    }
+    // Its first word: ready, or why not. Nothing within 10 s: it hangs.
+    let mut fds = [rustix::event::PollFd::new(
+        &ours,
+        rustix::event::PollFlags::IN,
+    )];
+    let ten = rustix::event::Timespec {
+        tv_sec: 10,
+        tv_nsec: 0,
+    };
+    let n = rustix::event::poll(&mut fds, Some(&ten)).context("waiting for the run's server")?;
+    if n == 0 {
+        bail!("the run's {name} server did not answer within 10 s");
+    }
+    let mut word = [0u8; 512];
+    let got = rustix::net::recv(&ours, &mut word, rustix::net::RecvFlags::empty())
+        .context("reading the run's server's first word")?
+        .0;
+    if &word[..got] != fusebox_direct::shared::READY {
+        match got {
+            0 => bail!("the run's {name} server exited before serving"),
+            _ => bail!(
+                "the run's {name} server: {}",
+                String::from_utf8_lossy(&word[..got])
+            ),
+        }
+    }
+    // Out of the program's way, and inherited by it (and its programs).
+    let door = rustix::io::fcntl_dupfd_cloexec(&ours, DOOR_FD)
+        .context("moving the door to the run's server")?;
+    rustix::io::fcntl_setfd(&door, rustix::io::FdFlags::empty())
+        .context("handing the door to the program")?;
+    Ok(door)
+}
+
+/// Where the door goes in the program: high, below the placeholder pool
+/// (1008) and the connections (1100).
+const DOOR_FD: i32 = 1000;
+
+/// `fusebox direct-server`: the run's server (see `start_server`). With
+/// `detach`, start it as a process of its own group and return at once.
+pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
+    let door_fd = fusebox_direct::shared::adopt_door(door)
+        .with_context(|| format!("--door {door}: not an inherited socket"))?;
+    if detach {
+        let exe = std::env::current_exe().context("finding this binary")?;
+        Command::new(exe)
+            .args(["direct-server", "--fs", fs, "--door"])
+            .arg(door.to_string())
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the run's server")?;
+        return Ok(());
+    }
+    // The programs the filesystem might run must not hold the door.
+    rustix::io::fcntl_setfd(&door_fd, rustix::io::FdFlags::CLOEXEC)
+        .context("keeping the door to this process")?;
+    match fs {
+        "memfs" => {
+            // Every change reaches memfs through this server, and the
+            // processes' caches are told of each by the run's shared
+            // stamps: nothing can go stale behind a long TTL.
+            let fs = std::sync::Arc::new(fusebox_examples::MemFs::new(fusebox::Timeouts::DAY));
+            fusebox_direct::shared::serve(fs, door_fd).context("serving the run")
+        }
+        other => {
+            let why = format!("no server for {other:?} (served: {})", STATEFUL.join(", "));
+            fusebox_direct::shared::server::refuse(&door_fd, &why);
+            bail!(why)
+        }
+    }
 }
 
 pub fn run(args: RunArgs) -> Result<()> {

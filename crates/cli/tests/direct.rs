@@ -2,7 +2,9 @@
 //! unmodified programs run with stackfs served inside their own processes
 //! at a path that does not exist in the kernel, and what they print is
 //! compared with the same script run on a native directory; the source
-//! must then hold what the native directory holds.
+//! must then hold what the native directory holds. memfs, whose files
+//! live in its process, is served to a run's processes by one server of
+//! the run's: the same comparisons, and what sharing it must keep.
 
 mod common;
 
@@ -149,12 +151,204 @@ fn real_programs_compared_with_native(intercept: Option<&str>) {
     );
 }
 
+/// Prints every entry under argv[1] as `tree` does (kind, mode, size and
+/// a hash of the content), run inside the mount for memfs, which has no
+/// source to look at from outside.
+const TREE_PY: &str = r#"
+import os, stat, sys, hashlib
+root = sys.argv[1]
+out = []
+for d, dirs, files in os.walk(root):
+    rel = os.path.relpath(d, root)
+    for n in sorted(dirs + files):
+        p = os.path.join(d, n)
+        r = os.path.normpath(os.path.join(rel, n))
+        if r.startswith("proj/.git") or r in ("db.sqlite", "archive.tar"):
+            if r.count("/") <= 1:
+                out.append(f"{r} present")
+            continue
+        st = os.lstat(p)
+        mode = oct(stat.S_IMODE(st.st_mode))
+        if stat.S_ISLNK(st.st_mode):
+            out.append(f"{r} -> {os.readlink(p)}")
+        elif stat.S_ISDIR(st.st_mode):
+            out.append(f"{r} dir {mode}")
+        else:
+            h = hashlib.sha256(open(p, "rb").read()).hexdigest()[:16]
+            out.append(f"{r} {mode} {st.st_size} bytes {h}")
+    dirs[:] = [x for x in dirs if not os.path.normpath(os.path.join(rel, x)).startswith("proj/.git")]
+print("\n".join(sorted(set(out))))
+"#;
+
+/// memfs keeps its files in its process: one instance for the whole run,
+/// in the run's server, reached by every process (bash, its forks, the
+/// programs they execute: git, sqlite3, tar, python3). The same workload
+/// as on stackfs, compared with a native tmpfs directory (memfs sizes
+/// directories as tmpfs does), then the tree the run left, listed from
+/// inside the run.
+#[test]
+fn real_programs_see_what_they_see_natively_on_memfs() {
+    let s = scratch("direct-memfs");
+    let native = s.path().join("native");
+    std::fs::create_dir_all(&native).unwrap();
+    let at = s.path().join("mnt");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/direct/workload.sh");
+    let script = script.to_str().unwrap();
+    let run = |root: &Path| -> Vec<String> {
+        vec![
+            "bash".into(),
+            "-c".into(),
+            "set -o pipefail; bash \"$0\" \"$1\" | sed \"s|$1|ROOT|g\" && echo ---tree--- && python3 -c \"$2\" \"$1\"".into(),
+            script.into(),
+            root.to_str().unwrap().into(),
+            TREE_PY.into(),
+        ]
+    };
+    let got_cmd = run(&at);
+    let got = direct(
+        "memfs",
+        &at,
+        &got_cmd.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let want_cmd = run(&native);
+    let want = Command::new(&want_cmd[0])
+        .args(&want_cmd[1..])
+        .output()
+        .unwrap();
+    assert!(
+        want.status.success(),
+        "the workload fails natively: {}",
+        text(&want)
+    );
+    let got = text(&got);
+    assert!(got.contains("\nproj/notes.txt 0o644 399 bytes "), "{got}");
+    assert_eq!(got, text(&want), "direct mode on memfs differs from native");
+    assert!(
+        !at.exists(),
+        "direct mode made {} in the kernel",
+        at.display()
+    );
+    // The run's files went with its server: a new run starts empty.
+    let again = direct("memfs", &at, &["ls", "-A", at.to_str().unwrap()]);
+    assert_eq!(text(&again), "status Some(0)\n");
+}
+
+/// What the kernel does for a mount's processes the run's server does for
+/// memfs's: a file open in a forked child stays readable after the parent
+/// closed it and its name is gone (the handle is released once, by its
+/// last holder), children and executed programs see each other's changes
+/// at once, processes writing side by side lose nothing, and what a
+/// killed process held is given back.
+#[test]
+fn memfs_is_one_filesystem_for_every_process_of_the_run() {
+    let s = scratch("direct-memfs-shared");
+    let at = s.path().join("mnt");
+    let program = r#"
+import os, subprocess, sys
+at = sys.argv[1]
+os.mkdir(f"{at}/d")
+fd = os.open(f"{at}/d/gone", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"still here")
+os.unlink(f"{at}/d/gone")
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w)
+    os.read(r, 1)  # until the parent closed its descriptor
+    os.lseek(fd, 0, 0)
+    print("child reads", os.read(fd, 100).decode(), flush=True)
+    os.close(fd)
+    open(f"{at}/d/from-child", "w").write("child wrote\n")
+    os._exit(0)
+os.close(r)
+os.close(fd)
+os.write(w, b"x")
+os.waitpid(pid, 0)
+print("parent sees", open(f"{at}/d/from-child").read().strip())
+print("gone is", "listed" if "gone" in os.listdir(f"{at}/d") else "not listed")
+# Executed programs, one after another, each seeing the last one's file.
+subprocess.run(["sh", "-c", f"echo one > {at}/d/chain"], check=True)
+subprocess.run(["sh", "-c", f"cat {at}/d/chain > {at}/d/chain2; echo two >> {at}/d/chain2"], check=True)
+print(subprocess.run(["cat", f"{at}/d/chain2"], capture_output=True, text=True, check=True).stdout.replace("\n", " "))
+# Four processes appending to one file through O_APPEND, 200 lines each.
+kids = []
+for i in range(4):
+    p = os.fork()
+    if p == 0:
+        with open(f"{at}/d/log", "a") as f:
+            for j in range(200):
+                f.write(f"{i} {j}\n")
+                f.flush()
+        os._exit(0)
+    kids.append(p)
+for p in kids:
+    os.waitpid(p, 0)
+lines = open(f"{at}/d/log").read().splitlines()
+print(len(lines), "lines,", len(set(lines)), "distinct")
+print(sorted(os.listdir(f"{at}/d")))
+# A process killed while it holds an unlinked file open: the server gives
+# its handle and references back (it watches the process), and memfs
+# frees the file's 4 MiB.
+import signal, time
+free = lambda: os.statvfs(at).f_bfree
+before = free()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    fd = os.open(f"{at}/d/big", os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, b"x" * (4 << 20))
+    os.unlink(f"{at}/d/big")
+    os.write(w, b"x")
+    time.sleep(100)
+    os._exit(0)
+os.read(r, 1)
+held = before - free()
+os.kill(pid, signal.SIGKILL)
+os.waitpid(pid, 0)
+deadline = time.time() + 10
+while free() != before and time.time() < deadline:
+    time.sleep(0.01)
+print("held", held >= 1024, "freed", free() == before)
+"#;
+    let out = direct(
+        "memfs",
+        &at,
+        &["python3", "-c", program, at.to_str().unwrap()],
+    );
+    assert_eq!(
+        text(&out),
+        "status Some(0)\nchild reads still here\nparent sees child wrote\ngone is not listed\none two \n800 lines, 800 distinct\n['chain', 'chain2', 'from-child', 'log']\nheld True freed True\n"
+    );
+}
+
 #[test]
 fn threads_forks_and_signals_keep_the_mount() {
     let s = scratch("direct-threads");
     let src = s.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
-    let at = s.path().join("mnt");
+    threads_forks_and_signals(&format!("stackfs:{}", src.display()), &s.path().join("mnt"));
+    assert_eq!(
+        std::fs::read_to_string(src.join("from-handler")).unwrap(),
+        "handler ran\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(src.join("t3"))
+            .unwrap()
+            .lines()
+            .count(),
+        200
+    );
+}
+
+/// The same on memfs: each thread and child reaches the run's server on
+/// connections of its own.
+#[test]
+fn threads_forks_and_signals_keep_the_mount_on_memfs() {
+    let s = scratch("direct-threads-memfs");
+    threads_forks_and_signals("memfs", &s.path().join("mnt"));
+}
+
+fn threads_forks_and_signals(fs: &str, at: &Path) {
     let program = r#"
 import os, signal, sys, threading
 at = sys.argv[1]
@@ -197,22 +391,10 @@ with open(f"{at}/spawned", "w") as f:
     f.write("parent\n")
 print(open(f"{at}/spawned").read().strip().replace("\n", " + "))
 "#;
-    let fs = format!("stackfs:{}", src.display());
-    let out = direct(&fs, &at, &["python3", "-c", program, at.to_str().unwrap()]);
+    let out = direct(fs, at, &["python3", "-c", program, at.to_str().unwrap()]);
     assert_eq!(
         text(&out),
         "status Some(0)\n1600\nchild was here\nread interrupted\nhandler ran\nfrom child + parent\n",
-    );
-    assert_eq!(
-        std::fs::read_to_string(src.join("from-handler")).unwrap(),
-        "handler ran\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(src.join("t3"))
-            .unwrap()
-            .lines()
-            .count(),
-        200
     );
 }
 
@@ -511,13 +693,12 @@ print("threads", len(set(out)), out[0] == digest())
 fn bad_direct_mode_input_gets_one_clear_line() {
     let s = scratch("direct-errors");
     let at = s.path().join("mnt");
-    let cases: [(&str, PathBuf, &str); 4] = [
+    let cases: [(&str, PathBuf, &str); 3] = [
         (
             "nosuchfs:/tmp",
             at.clone(),
             "unknown filesystem \"nosuchfs\"",
         ),
-        ("memfs", at.clone(), "memfs keeps its files in its process"),
         (
             "stackfs:/nonexistent-source",
             at.clone(),

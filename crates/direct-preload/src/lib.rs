@@ -9,11 +9,13 @@
 //! |---|---|
 //! | `FUSEBOX_DIRECT_FS` | `stackfs:SRC`, `pathfs:SRC`, `nullfs` or `timingfs:PROFILE` |
 //! | `FUSEBOX_DIRECT_AT` | the absolute path the filesystem appears at |
+//! | `FUSEBOX_DIRECT_SERVER` | the door to the run's server (memfs): a descriptor number |
 //!
 //! Each process builds its own instance: right for filesystems whose
 //! state lives in the kernel's files under SRC (stackfs, pathfs) or that
-//! have none (nullfs). memfs keeps its files in its process and is refused
-//! until direct mode shares state between processes (DESIGN.md).
+//! have none (nullfs). memfs keeps its files in its process: the launcher
+//! runs it in a server of the run's, and every process reaches that one
+//! instance through the door it names (`fusebox_direct::shared`).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -40,6 +42,20 @@ const DEFAULT_PAGES: u64 = 16_384;
 /// none for stackfs and pathfs, whose reads reach the source's kernel page
 /// cache (and whose source others may change behind a cache of ours).
 pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
+    if let Some(door) = std::env::var_os(fusebox_direct::shared::DOOR_VAR) {
+        // The launcher serves this filesystem from a server of the run's
+        // (its state lives in its process): every process reaches that
+        // one instance. Its data is in no kernel page cache.
+        let fd = door.to_str().and_then(|d| d.parse().ok()).unwrap_or(-1);
+        let door = fusebox_direct::shared::adopt_door(fd).ok_or(format!(
+            "{}={door:?} names no inherited socket: the run's server is unreachable (a program that closed it?)",
+            fusebox_direct::shared::DOOR_VAR
+        ))?;
+        return Ok((
+            fusebox_direct::shared::RemoteFs::connect(door),
+            DEFAULT_PAGES,
+        ));
+    }
     let (name, source) = match spec.split_once(':') {
         Some((n, s)) => (n, Some(s)),
         None => (spec, None),
@@ -85,7 +101,7 @@ pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
                 .map_err(|e| format!("starting the tokio runtime: {e}"))?;
             Ok((Arc::new(fs), DEFAULT_PAGES))
         }
-        "memfs" => Err("memfs keeps its files in its process, and direct mode runs one instance per process: not supported yet".into()),
+        "memfs" => Err("memfs keeps its files in its process: it is served to direct mode by the run's server (`fusebox run --fs memfs`), which this process was not given".into()),
         other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs, timingfs, timingfs-async)")),
     }
 }

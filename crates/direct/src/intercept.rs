@@ -118,6 +118,13 @@ pub fn after_fork(f: fn()) {
     sud::after_fork(f)
 }
 
+/// Run `before` in a process about to fork (or vfork), and `after` with
+/// the call's result in that process once the call returns (not in the
+/// child, which runs `after_fork`'s function instead).
+pub fn around_fork(before: fn(), after: fn(i64)) {
+    sud::around_fork(before, after)
+}
+
 /// Times this process handed its descriptors to another process: a fork,
 /// a vfork, any clone without CLONE_FILES, a sendmsg (which may carry
 /// descriptors). An open file description made before the last of these

@@ -18,6 +18,7 @@ mod placeholder;
 mod process;
 mod rewrite;
 mod route;
+pub mod shared;
 mod sud;
 pub mod vfs;
 

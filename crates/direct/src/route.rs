@@ -30,8 +30,9 @@ type EnvVar = (Vec<u8>, Vec<u8>);
 /// from a served one (even if it clears its environment).
 const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
 /// Carried too when set.
-const CARRIED_IF_SET: [&str; 5] = [
+const CARRIED_IF_SET: [&str; 6] = [
     intercept::MECHANISM_VAR,
+    crate::shared::DOOR_VAR,
     crate::cache::SHARED_VAR,
     crate::cache::SIZE_VAR,
     crate::cache::PAGES_VAR,
@@ -83,10 +84,15 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
         return Err(InterceptError::AlreadyInstalled);
     }
     intercept::after_fork(|| {
+        crate::shared::client::after_fork_child();
         if let Some(m) = MOUNT.get() {
             m.forked_child();
         }
     });
+    intercept::around_fork(
+        crate::shared::client::before_fork,
+        crate::shared::client::after_fork_parent,
+    );
     intercept::install(hook, intercept::Mechanism::from_env()?)
 }
 
@@ -227,6 +233,7 @@ fn hook(call: &Syscall) -> Action {
         // that closes everything before it executes another (Python's
         // subprocess) must not cut that one off from the run's epoch.
         SYS_close if m.cache_shared_fd() == Some(fd_arg(a[0])) => Action::Return(0),
+        SYS_close if crate::shared::client::is_internal(fd_arg(a[0])) => Action::Return(0),
         SYS_close => match m.close(fd_arg(a[0])) {
             Some(r) => answer(r),
             None => {
@@ -420,24 +427,32 @@ fn hook(call: &Syscall) -> Action {
         },
         SYS_close_range => {
             let (first, last) = (a[0] as u32, a[1] as u32);
-            let keep = m
+            // Around the shared page, the run's server door and its
+            // connections (see close).
+            let mut keep: Vec<u32> = m
                 .cache_shared_fd()
                 .map(|fd| fd as u32)
-                .filter(|fd| (first..=last).contains(fd));
-            let ret = match keep {
-                None => raw_syscall(call.nr, a),
-                // Around the shared page (see close).
-                Some(fd) => {
-                    let mut ret = 0;
-                    if fd > first {
-                        ret = raw_syscall(call.nr, [a[0], u64::from(fd - 1), a[2], 0, 0, 0]);
+                .into_iter()
+                .chain(crate::shared::client::internal_fds())
+                .filter(|fd| (first..=last).contains(fd))
+                .collect();
+            keep.sort_unstable();
+            keep.dedup();
+            let mut ret = 0;
+            let mut from = Some(first);
+            for fd in keep {
+                match from {
+                    Some(f) if fd > f && ret == 0 => {
+                        ret =
+                            raw_syscall(call.nr, [u64::from(f), u64::from(fd - 1), a[2], 0, 0, 0]);
                     }
-                    if ret == 0 && fd < last {
-                        ret = raw_syscall(call.nr, [u64::from(fd + 1), a[1], a[2], 0, 0, 0]);
-                    }
-                    ret
+                    _ => {}
                 }
-            };
+                from = fd.checked_add(1);
+            }
+            if let Some(f) = from.filter(|&f| f <= last && ret == 0) {
+                ret = raw_syscall(call.nr, [u64::from(f), u64::from(last), a[2], 0, 0, 0]);
+            }
             if ret == 0 && a[2] as u32 & CLOSE_RANGE_CLOEXEC == 0 {
                 m.closed_range(a[0] as u32, a[1] as u32);
             }

@@ -583,7 +583,7 @@ fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
         libc::SYS_clone => clone(a, caller),
         libc::SYS_fork => {
             crate::intercept::descriptors_shared();
-            forked(raw_syscall(libc::SYS_fork, [0; 6]))
+            fork_with(|| raw_syscall(libc::SYS_fork, [0; 6]))
         }
         libc::SYS_vfork => {
             // The child would run on (and overwrite) the stack this handler
@@ -591,7 +591,7 @@ fn dispatch(call: &Syscall, caller: &mut Caller<'_, '_>) -> i64 {
             // parent still waiting for the child's exec or exit.
             let flags = (libc::CLONE_VFORK | libc::SIGCHLD) as u64;
             crate::intercept::descriptors_shared();
-            forked(raw_syscall(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]))
+            fork_with(|| raw_syscall(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]))
         }
         _ => match HOOK.get().map(|hook| hook(call)) {
             Some(Action::Return(ret)) => ret,
@@ -618,6 +618,31 @@ fn forked(ret: i64) -> i64 {
 }
 
 static AFTER_FORK: OnceLock<fn()> = OnceLock::new();
+/// What runs before a fork (in the parent) and after it (in the parent, with the result).
+type ForkHooks = (fn(), fn(i64));
+static AROUND_FORK: OnceLock<ForkHooks> = OnceLock::new();
+
+/// A fork-like call: the hook's `around_fork` functions run before it and
+/// after it in the parent; the child goes through `forked`.
+fn fork_with(fork: impl FnOnce() -> i64) -> i64 {
+    let around = AROUND_FORK.get();
+    if let Some((before, _)) = around {
+        before();
+    }
+    let ret = forked(fork());
+    if ret != 0 {
+        if let Some((_, after)) = around {
+            after(ret);
+        }
+    }
+    ret
+}
+
+/// Run `before` in a process about to fork (or vfork) and `after` with the
+/// call's result in it once the call returns there.
+pub(crate) fn around_fork(before: fn(), after: fn(i64)) {
+    let _ = AROUND_FORK.set((before, after));
+}
 
 /// Run `f` in every child that gets a copy of this process's memory
 /// (fork, vfork), before the child's code goes on.
@@ -633,15 +658,12 @@ fn clone(a: [u64; 6], caller: &Caller<'_, '_>) -> i64 {
         crate::intercept::descriptors_shared();
     }
     if !vm {
-        return forked(pass_on(libc::SYS_clone, a));
+        return fork_with(|| pass_on(libc::SYS_clone, a));
     }
     if new_stack == 0 {
         // Shared memory on the same stack (vfork-like): as for vfork.
         let flags = flags & !(libc::CLONE_VM as u64);
-        return forked(raw_syscall(
-            libc::SYS_clone,
-            [flags, a[1], a[2], a[3], a[4], a[5]],
-        ));
+        return fork_with(|| raw_syscall(libc::SYS_clone, [flags, a[1], a[2], a[3], a[4], a[5]]));
     }
     let (gregs, app_mask, fp_env) = caller.app_state();
     crate::intercept::memory_sharing(flags);

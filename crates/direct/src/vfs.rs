@@ -1032,6 +1032,22 @@ impl VirtualMount {
     }
 
     pub(crate) fn openat(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
+        let mut tries = 0;
+        loop {
+            match self.open_once(path, flags, mode) {
+                // Another process made the name between our lookup and
+                // create: open what it made, as the kernel's open does.
+                Err(libc::EEXIST)
+                    if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL == 0 && tries < 8 =>
+                {
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
         let mut change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
         let ctx = Self::ctx();
         let mut looked = self.looked();
@@ -1431,6 +1447,31 @@ impl VirtualMount {
         file.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         let ctx = Self::ctx();
         let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        if at.is_none() && file.flags() & libc::O_APPEND != 0 {
+            if let Some(server) = crate::shared::client::appender(&file.fs) {
+                // The run's server appends where the end is when it
+                // writes, among all the run's processes.
+                let mut end = 0;
+                let mut done = 0usize;
+                while done < data.len() {
+                    let chunk =
+                        &data[done..(done + crate::shared::client::APPEND_MAX).min(data.len())];
+                    match server.append(&ctx, file.node, file.fh, file.flags(), chunk) {
+                        Ok((_, 0)) => break,
+                        Ok((at, n)) => {
+                            end = at + u64::from(n);
+                            done += n as usize;
+                        }
+                        Err(e) if done == 0 => return Err(err(e)),
+                        Err(_) => break,
+                    }
+                }
+                if done > 0 {
+                    set_offset(fd, end);
+                }
+                return Ok(done as i64);
+            }
+        }
         let start = match at {
             Some(off) => off,
             None if file.flags() & libc::O_APPEND != 0 => {

@@ -208,20 +208,7 @@ pub(crate) fn fits(opcode: Opcode, o: &Outcome) -> bool {
 }
 
 pub(crate) fn statfs_out(s: crate::types::Statfs) -> Outcome {
-    Outcome::Statfs(abi::StatfsOut {
-        st: abi::Kstatfs {
-            blocks: s.blocks,
-            bfree: s.bfree,
-            bavail: s.bavail,
-            files: s.files,
-            ffree: s.ffree,
-            bsize: s.bsize,
-            namelen: s.namelen,
-            frsize: s.frsize,
-            padding: 0,
-            spare: [0; 6],
-        },
-    })
+    Outcome::Statfs(abi::StatfsOut { st: s.to_abi() })
 }
 
 pub(crate) fn lk_out(i: crate::types::LockInfo) -> Outcome {

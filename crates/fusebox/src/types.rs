@@ -164,6 +164,31 @@ impl FileAttr {
     }
 }
 
+impl From<&fusebox_abi::Attr> for FileAttr {
+    /// Attributes as a reply carries them (a client of the protocol: direct
+    /// mode's run server).
+    fn from(a: &fusebox_abi::Attr) -> Self {
+        let at = |sec: u64, nsec: u32| Timespec {
+            sec: sec as i64,
+            nsec,
+        };
+        FileAttr {
+            ino: a.ino,
+            size: a.size,
+            blocks: a.blocks,
+            atime: at(a.atime, a.atimensec),
+            mtime: at(a.mtime, a.mtimensec),
+            ctime: at(a.ctime, a.ctimensec),
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            rdev: a.rdev,
+            blksize: a.blksize,
+        }
+    }
+}
+
 impl From<&rustix::fs::Stat> for FileAttr {
     fn from(st: &rustix::fs::Stat) -> Self {
         FileAttr {
@@ -257,6 +282,17 @@ impl Entry {
         }
     }
 
+    /// An entry as a reply carries it.
+    pub fn from_abi(e: &fusebox_abi::EntryOut) -> Entry {
+        Entry {
+            node: NodeId(e.nodeid),
+            generation: e.generation,
+            attr: FileAttr::from(&e.attr),
+            entry_ttl: Duration::new(e.entry_valid, e.entry_valid_nsec),
+            attr_ttl: Duration::new(e.attr_valid, e.attr_valid_nsec),
+        }
+    }
+
     pub fn to_abi(self) -> fusebox_abi::EntryOut {
         fusebox_abi::EntryOut {
             nodeid: self.node.0,
@@ -310,6 +346,38 @@ pub struct Statfs {
     pub frsize: u32,
 }
 
+impl Statfs {
+    pub fn to_abi(self) -> fusebox_abi::Kstatfs {
+        fusebox_abi::Kstatfs {
+            blocks: self.blocks,
+            bfree: self.bfree,
+            bavail: self.bavail,
+            files: self.files,
+            ffree: self.ffree,
+            bsize: self.bsize,
+            namelen: self.namelen,
+            frsize: self.frsize,
+            padding: 0,
+            spare: [0; 6],
+        }
+    }
+}
+
+impl From<&fusebox_abi::Kstatfs> for Statfs {
+    fn from(s: &fusebox_abi::Kstatfs) -> Self {
+        Statfs {
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            bsize: s.bsize,
+            namelen: s.namelen,
+            frsize: s.frsize,
+        }
+    }
+}
+
 /// A POSIX byte-range lock as GETLK reports it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct LockInfo {
@@ -325,4 +393,49 @@ pub struct LockInfo {
 pub enum TimeOrNow {
     Specific(Timespec),
     Now,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_and_statfs_read_back_from_the_wire_as_written() {
+        let attr = FileAttr {
+            ino: 9,
+            size: 4097,
+            blocks: 9,
+            atime: Timespec { sec: -5, nsec: 7 },
+            mtime: Timespec {
+                sec: 1_700_000_000,
+                nsec: 999_999_999,
+            },
+            ctime: Timespec { sec: 3, nsec: 0 },
+            mode: libc::S_IFREG | 0o640,
+            nlink: 2,
+            uid: 1000,
+            gid: 100,
+            rdev: 0,
+            blksize: 4096,
+        };
+        let e = Entry {
+            node: NodeId(42),
+            generation: 3,
+            attr,
+            entry_ttl: Duration::new(1, 500),
+            attr_ttl: Duration::new(86_400, 0),
+        };
+        assert_eq!(Entry::from_abi(&e.to_abi()), e);
+        let s = Statfs {
+            blocks: 1,
+            bfree: 2,
+            bavail: 3,
+            files: 4,
+            ffree: 5,
+            bsize: 4096,
+            namelen: 255,
+            frsize: 512,
+        };
+        assert_eq!(Statfs::from(&s.to_abi()), s);
+    }
 }

@@ -1,0 +1,745 @@
+//! The run's server: one filesystem instance, the run's processes'
+//! connections, and the per-process books that turn many holders into the
+//! one FORGET or RELEASE a filesystem expects (see the module above).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::io::{IoSliceMut, Read as _, Write as _};
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fusebox::abi::{self, Opcode};
+use fusebox::dispatch::{Dispatcher, Worker};
+use fusebox::fs::ops::{Ctx, Release};
+use fusebox::fs::Filesystem;
+use fusebox::protocol::{DataOut, Notifier, ParseConfig, ReplySink};
+use fusebox::stats::WorkerStats;
+use fusebox::{FileHandle, NodeId};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+use zerocopy::{FromBytes, IntoBytes};
+
+use super::{opcode, Hello, READY};
+
+/// The largest request a client sends: a write of 1 MiB with its headers.
+const MAX_REQUEST: usize = (1 << 20) + 4096;
+
+/// Tell the launcher waiting on the door's other end that this server
+/// cannot serve, and why.
+pub fn refuse(door: &OwnedFd, why: &str) {
+    let _ = rustix::net::send(door, why.as_bytes(), rustix::net::SendFlags::NOSIGNAL);
+}
+
+/// Serve `fs` to the run's processes through `door` until every process
+/// holding the door's other end has closed it (the run is over), then
+/// destroy it. Tells the launcher it is ready first.
+pub fn serve<F: Filesystem>(fs: Arc<F>, door: OwnedFd) -> std::io::Result<()> {
+    rustix::net::send(&door, READY, rustix::net::SendFlags::NOSIGNAL)?;
+    let server = Arc::new(Server {
+        fs,
+        books: Mutex::new(Books::default()),
+        appending: Mutex::new(HashMap::new()),
+    });
+    loop {
+        let mut hello = [0u8; Hello::LEN + 1];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = match recvmsg(
+            &door,
+            &mut [IoSliceMut::new(&mut hello)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Ok(m) => m,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if got.bytes == 0 {
+            break;
+        }
+        let mut conn: Option<OwnedFd> = None;
+        for m in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = m {
+                for fd in fds {
+                    conn.get_or_insert(fd);
+                }
+            }
+        }
+        let (Some(conn), Some(hello)) = (conn, Hello::decode(&hello[..got.bytes])) else {
+            tracing::warn!("direct-mode server: a malformed hello on the door, ignored");
+            continue;
+        };
+        let slot = server.admit(hello);
+        let s = server.clone();
+        std::thread::Builder::new()
+            .name("fusebox-direct-conn".into())
+            .spawn(move || s.connection(UnixStream::from(conn), slot))?;
+    }
+    server.fs.destroy();
+    Ok(())
+}
+
+struct Server<F> {
+    fs: Arc<F>,
+    books: Mutex<Books>,
+    /// One lock per node being appended to: finding the end and writing
+    /// there is one step for the run's processes.
+    appending: Mutex<HashMap<u64, Arc<Mutex<()>>>>,
+}
+
+/// Who holds what: per slot (a process), and in total.
+#[derive(Default)]
+struct Books {
+    next_slot: u64,
+    slots: HashMap<u64, Slot>,
+    by_pid: HashMap<u32, u64>,
+    watched: HashSet<u32>,
+    nodes: HashMap<u64, NodeRefs>,
+    handles: HashMap<(u64, bool), HandleRefs>,
+}
+
+#[derive(Default, Clone)]
+struct Slot {
+    pid: Option<u32>,
+    nodes: HashMap<u64, u64>,
+    /// (handle, is a directory) -> opens held.
+    handles: HashMap<(u64, bool), u64>,
+}
+
+/// A node's references: those the filesystem gave (lookups it answered,
+/// not yet forgotten) and those the processes hold (more after a fork).
+struct NodeRefs {
+    fs: u64,
+    held: u64,
+}
+
+struct HandleRefs {
+    node: u64,
+    holders: u64,
+}
+
+/// What a slot let go of that its filesystem must hear of.
+#[derive(Default)]
+struct Released {
+    handles: Vec<(u64, bool, u64)>,
+    forgets: Vec<(u64, u64)>,
+}
+
+impl Books {
+    fn new_slot(&mut self, pid: Option<u32>) -> u64 {
+        self.next_slot += 1;
+        let id = self.next_slot;
+        self.slots.insert(
+            id,
+            Slot {
+                pid,
+                ..Slot::default()
+            },
+        );
+        if let Some(pid) = pid {
+            self.by_pid.insert(pid, id);
+        }
+        id
+    }
+
+    /// `false`: the slot is gone (its process exited meanwhile), so the
+    /// reference must be given back at once.
+    fn took_node(&mut self, slot: u64, node: u64) -> bool {
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return false;
+        };
+        *s.nodes.entry(node).or_default() += 1;
+        let n = self
+            .nodes
+            .entry(node)
+            .or_insert(NodeRefs { fs: 0, held: 0 });
+        n.fs += 1;
+        n.held += 1;
+        true
+    }
+
+    /// How many references to forget now (the last holder let go).
+    fn gave_node(&mut self, slot: u64, node: u64, count: u64) -> Option<u64> {
+        let s = self.slots.get_mut(&slot)?;
+        let mine = s.nodes.get_mut(&node)?;
+        let k = count.min(*mine);
+        *mine -= k;
+        if *mine == 0 {
+            s.nodes.remove(&node);
+        }
+        self.drop_node_refs(node, k)
+    }
+
+    fn drop_node_refs(&mut self, node: u64, k: u64) -> Option<u64> {
+        let n = self.nodes.get_mut(&node)?;
+        n.held = n.held.saturating_sub(k);
+        if n.held == 0 {
+            return self.nodes.remove(&node).map(|n| n.fs);
+        }
+        None
+    }
+
+    fn opened(&mut self, slot: u64, fh: u64, dir: bool, node: u64) -> bool {
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return false;
+        };
+        *s.handles.entry((fh, dir)).or_default() += 1;
+        self.handles
+            .entry((fh, dir))
+            .or_insert(HandleRefs { node, holders: 0 })
+            .holders += 1;
+        true
+    }
+
+    /// Whether this release is the handle's last (the filesystem hears of
+    /// it); one the books do not know goes through too.
+    fn closing(&mut self, slot: u64, fh: u64, dir: bool) -> bool {
+        let key = (fh, dir);
+        if let Some(mine) = self
+            .slots
+            .get_mut(&slot)
+            .and_then(|s| s.handles.get_mut(&key))
+        {
+            *mine -= 1;
+            if *mine == 0 {
+                if let Some(s) = self.slots.get_mut(&slot) {
+                    s.handles.remove(&key);
+                }
+            }
+        }
+        match self.handles.get_mut(&key) {
+            Some(h) if h.holders > 1 => {
+                h.holders -= 1;
+                false
+            }
+            Some(_) => {
+                self.handles.remove(&key);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// A child's slot: everything `parent` holds, held twice from now on.
+    fn fork_copy(&mut self, parent: u64) -> u64 {
+        let copy = self.slots.get(&parent).cloned().unwrap_or_default();
+        for (node, c) in &copy.nodes {
+            if let Some(n) = self.nodes.get_mut(node) {
+                n.held += c;
+            }
+        }
+        for (key, c) in &copy.handles {
+            if let Some(h) = self.handles.get_mut(key) {
+                h.holders += c;
+            }
+        }
+        self.next_slot += 1;
+        let id = self.next_slot;
+        self.slots.insert(id, Slot { pid: None, ..copy });
+        id
+    }
+
+    fn drop_slot(&mut self, slot: u64) -> Released {
+        let mut out = Released::default();
+        let Some(s) = self.slots.remove(&slot) else {
+            return out;
+        };
+        if let Some(pid) = s.pid {
+            if self.by_pid.get(&pid) == Some(&slot) {
+                self.by_pid.remove(&pid);
+            }
+        }
+        for (key, c) in s.handles {
+            if let Some(h) = self.handles.get_mut(&key) {
+                h.holders = h.holders.saturating_sub(c);
+                if h.holders == 0 {
+                    let node = h.node;
+                    self.handles.remove(&key);
+                    out.handles.push((key.0, key.1, node));
+                }
+            }
+        }
+        for (node, c) in s.nodes {
+            if let Some(k) = self.drop_node_refs(node, c) {
+                out.forgets.push((node, k));
+            }
+        }
+        out
+    }
+
+    fn bind(&mut self, slot: u64, pid: u32) -> bool {
+        match self.slots.get_mut(&slot) {
+            Some(s) if s.pid.is_none() || s.pid == Some(pid) => {
+                s.pid = Some(pid);
+                self.by_pid.insert(pid, slot);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Collects the one reply the dispatcher sends for a request.
+#[derive(Default)]
+struct Capture(RefCell<Vec<u8>>);
+
+impl ReplySink for Capture {
+    fn send(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+        let mut b = self.0.borrow_mut();
+        for p in parts {
+            b.extend_from_slice(p);
+        }
+        Ok(())
+    }
+}
+
+/// Notifications have nowhere to go: there is no kernel cache to tell.
+struct NoKernel;
+
+impl ReplySink for NoKernel {
+    fn send(&self, _: &[&[u8]]) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(libc::ENOTCONN))
+    }
+}
+
+fn reply(unique: u64, error: i32, body: &[u8]) -> Vec<u8> {
+    let h = abi::OutHeader {
+        len: (16 + body.len()) as u32,
+        error,
+        unique,
+    };
+    [h.as_bytes(), body].concat()
+}
+
+impl<F: Filesystem> Server<F> {
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The slot a new connection's requests count in.
+    fn admit(self: &Arc<Self>, hello: Hello) -> u64 {
+        let (slot, pid, released) = {
+            let mut b = self.books();
+            match hello {
+                Hello::Fresh { pid } => {
+                    // A new program in this process: what the old one held
+                    // goes back.
+                    let released = match b.by_pid.get(&pid).copied() {
+                        Some(old) => b.drop_slot(old),
+                        None => Released::default(),
+                    };
+                    (b.new_slot(Some(pid)), pid, released)
+                }
+                Hello::More { pid } => match b.by_pid.get(&pid).copied() {
+                    Some(s) => (s, pid, Released::default()),
+                    None => (b.new_slot(Some(pid)), pid, Released::default()),
+                },
+                Hello::Forked { pid, slot } => {
+                    if b.bind(slot, pid) {
+                        (slot, pid, Released::default())
+                    } else {
+                        (b.new_slot(Some(pid)), pid, Released::default())
+                    }
+                }
+            }
+        };
+        self.give_back(released);
+        self.watch(pid);
+        slot
+    }
+
+    /// Give `pid`'s slot back when the process exits.
+    fn watch(self: &Arc<Self>, pid: u32) {
+        if !self.books().watched.insert(pid) {
+            return;
+        }
+        let gone = {
+            let s = self.clone();
+            move || {
+                let released = {
+                    let mut b = s.books();
+                    b.watched.remove(&pid);
+                    match b.by_pid.get(&pid).copied() {
+                        Some(slot) => b.drop_slot(slot),
+                        None => Released::default(),
+                    }
+                };
+                s.give_back(released);
+            }
+        };
+        let pidfd = Pid::from_raw(pid as i32)
+            .ok_or(rustix::io::Errno::SRCH)
+            .and_then(|p| pidfd_open(p, PidfdFlags::empty()));
+        match pidfd {
+            Ok(fd) => {
+                let spawned = std::thread::Builder::new()
+                    .name("fusebox-direct-pid".into())
+                    .spawn(move || {
+                        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                        while let Err(rustix::io::Errno::INTR) = poll(&mut fds, None) {}
+                        gone();
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!(pid, error = %e, "direct-mode server: cannot watch a process");
+                }
+            }
+            Err(_) => gone(),
+        }
+    }
+
+    fn give_back(&self, r: Released) {
+        let ctx = Ctx::internal();
+        for (fh, dir, node) in r.handles {
+            let release = Release {
+                fh: FileHandle(fh),
+                flags: 0,
+                flush: false,
+                flock_unlock: false,
+                lock_owner: 0,
+                forget_follows: false,
+            };
+            let _ = if dir {
+                self.fs.releasedir(&ctx, NodeId(node), &release)
+            } else {
+                self.fs.release(&ctx, NodeId(node), &release)
+            };
+        }
+        for (node, n) in r.forgets {
+            self.fs.forget(NodeId(node), n);
+        }
+    }
+
+    fn forget(&self, slot: u64, node: u64, n: u64) {
+        let last = self.books().gave_node(slot, node, n);
+        if let Some(k) = last {
+            self.fs.forget(NodeId(node), k);
+        }
+    }
+
+    /// Serve one connection until its process closes it.
+    fn connection(self: Arc<Self>, mut conn: UnixStream, slot: u64) {
+        let dispatcher = Dispatcher::new(
+            self.fs.clone(),
+            ParseConfig {
+                setxattr_ext: false,
+            },
+            Notifier::for_sink(Arc::new(NoKernel)),
+            1,
+        );
+        let mut worker = Worker::new(
+            DataOut::with_capacity(MAX_REQUEST),
+            Arc::new(WorkerStats::new("direct-server")),
+            0,
+        );
+        let capture = Capture::default();
+        let mut buf = Vec::with_capacity(MAX_REQUEST);
+        let mut on_cpu = 0;
+        loop {
+            buf.resize(40, 0);
+            if conn.read_exact(&mut buf).is_err() {
+                return;
+            }
+            let Ok((h, _)) = abi::InHeader::read_from_prefix(&buf[..]) else {
+                return;
+            };
+            let len = h.len as usize;
+            if !(40..=MAX_REQUEST).contains(&len) {
+                tracing::warn!(
+                    len,
+                    "direct-mode server: a request of impossible length; connection closed"
+                );
+                return;
+            }
+            buf.resize(len, 0);
+            if conn.read_exact(&mut buf[40..]).is_err() {
+                return;
+            }
+            if h.padding != on_cpu && h.padding != 0 {
+                // Serve on the caller's CPU: the reply then wakes it there.
+                on_cpu = h.padding;
+                let mut cpus = rustix::thread::CpuSet::new();
+                cpus.set(on_cpu as usize - 1);
+                let _ = rustix::thread::sched_setaffinity(None, &cpus);
+            }
+            let args = &buf[40..];
+            let answer = match Opcode(h.opcode) {
+                Opcode::FORGET => {
+                    if let Ok((f, _)) = abi::ForgetIn::read_from_prefix(args) {
+                        self.forget(slot, h.nodeid, f.nlookup);
+                    }
+                    continue;
+                }
+                Opcode::BATCH_FORGET => {
+                    let rest = args.get(8..).unwrap_or_default();
+                    for one in rest.chunks_exact(16) {
+                        if let Ok(f) = abi::ForgetOne::read_from_bytes(one) {
+                            self.forget(slot, f.nodeid, f.nlookup);
+                        }
+                    }
+                    continue;
+                }
+                Opcode(op @ (opcode::RELEASE_QUIET | opcode::RELEASEDIR_QUIET)) => {
+                    let dir = op == opcode::RELEASEDIR_QUIET;
+                    let last = match abi::ReleaseIn::read_from_prefix(args) {
+                        Ok((r, _)) => self.books().closing(slot, r.fh, dir),
+                        Err(_) => false,
+                    };
+                    if last {
+                        let real = abi::InHeader {
+                            opcode: if dir {
+                                Opcode::RELEASEDIR.0
+                            } else {
+                                Opcode::RELEASE.0
+                            },
+                            ..h
+                        };
+                        buf[..40].copy_from_slice(real.as_bytes());
+                        // Its answer goes nowhere: nobody waits for it.
+                        let _ = self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
+                    }
+                    continue;
+                }
+                op @ (Opcode::RELEASE | Opcode::RELEASEDIR) => {
+                    let last = match abi::ReleaseIn::read_from_prefix(args) {
+                        Ok((r, _)) => self.books().closing(slot, r.fh, op == Opcode::RELEASEDIR),
+                        Err(_) => true,
+                    };
+                    if last {
+                        self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot)
+                    } else {
+                        // Another process still holds it open.
+                        reply(h.unique, 0, &[])
+                    }
+                }
+                Opcode(opcode::FORK_PREPARE) => {
+                    let child = self.books().fork_copy(slot);
+                    reply(h.unique, 0, &child.to_ne_bytes())
+                }
+                Opcode(opcode::FORK_DONE) => {
+                    if let (Some(s), Some(p)) = (args.get(..8), args.get(8..12)) {
+                        let child = u64::from_ne_bytes(s.try_into().unwrap_or_default());
+                        let pid = u32::from_ne_bytes(p.try_into().unwrap_or_default());
+                        self.fork_done(child, pid);
+                    }
+                    reply(h.unique, 0, &[])
+                }
+                Opcode(opcode::APPEND) => {
+                    self.append(&dispatcher, &mut worker, &capture, &mut buf, slot)
+                }
+                _ => self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot),
+            };
+            if conn.write_all(&answer).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn fork_done(self: &Arc<Self>, child: u64, pid: u32) {
+        let released = {
+            let mut b = self.books();
+            if pid == 0 {
+                // The fork failed: nobody has the copy.
+                match b.slots.get(&child) {
+                    Some(s) if s.pid.is_none() => b.drop_slot(child),
+                    _ => Released::default(),
+                }
+            } else {
+                b.bind(child, pid);
+                Released::default()
+            }
+        };
+        self.give_back(released);
+        if pid != 0 {
+            self.watch(pid);
+        }
+    }
+
+    /// An APPEND: the node's size, then a WRITE there, under the node's
+    /// append lock; the reply carries the offset.
+    fn append(
+        &self,
+        dispatcher: &Dispatcher<F>,
+        worker: &mut Worker,
+        capture: &Capture,
+        request: &mut [u8],
+        slot: u64,
+    ) -> Vec<u8> {
+        let Ok((mut h, _)) = abi::InHeader::read_from_prefix(&request[..]) else {
+            return Vec::new();
+        };
+        let Ok((mut w, _)) = abi::WriteIn::read_from_prefix(&request[40..]) else {
+            return reply(h.unique, -libc::EINVAL, &[]);
+        };
+        let lock = {
+            let mut a = self
+                .appending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            a.entry(h.nodeid).or_default().clone()
+        };
+        let end = {
+            let _one_at_a_time = lock.lock().unwrap_or_else(PoisonError::into_inner);
+            let ctx = Ctx::internal();
+            match self
+                .fs
+                .getattr(&ctx, NodeId(h.nodeid), Some(FileHandle(w.fh)))
+            {
+                Err(e) => Err(reply(h.unique, -e.0, &[])),
+                Ok(a) => {
+                    w.offset = a.attr.size;
+                    h.opcode = Opcode::WRITE.0;
+                    request[..40].copy_from_slice(h.as_bytes());
+                    let size = std::mem::size_of::<abi::WriteIn>();
+                    request[40..40 + size].copy_from_slice(w.as_bytes());
+                    Ok(self.dispatch(dispatcher, worker, capture, request, slot))
+                }
+            }
+        };
+        {
+            // Forget the lock once nobody else waits on it.
+            let mut a = self
+                .appending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if Arc::strong_count(&lock) == 2 {
+                a.remove(&h.nodeid);
+            }
+        }
+        match end {
+            Err(r) => r,
+            Ok(mut out) => {
+                let ok =
+                    abi::OutHeader::read_from_prefix(&out[..]).is_ok_and(|(o, _)| o.error == 0);
+                if ok {
+                    out.extend_from_slice(&w.offset.to_ne_bytes());
+                    let len = out.len() as u32;
+                    out[..4].copy_from_slice(&len.to_ne_bytes());
+                }
+                out
+            }
+        }
+    }
+
+    /// Answer one request with the dispatcher, and count what its answer
+    /// hands the process.
+    fn dispatch(
+        &self,
+        dispatcher: &Dispatcher<F>,
+        worker: &mut Worker,
+        capture: &Capture,
+        request: &[u8],
+        slot: u64,
+    ) -> Vec<u8> {
+        capture.0.borrow_mut().clear();
+        dispatcher.dispatch_contiguous(request, worker, capture);
+        let out = std::mem::take(&mut *capture.0.borrow_mut());
+        let Ok((h, _)) = abi::InHeader::read_from_prefix(request) else {
+            return out;
+        };
+        let Ok((o, body)) = abi::OutHeader::read_from_prefix(&out[..]) else {
+            // No answer came (it should have): the caller must not wait.
+            return reply(h.unique, -libc::EIO, &[]);
+        };
+        if o.error != 0 {
+            return out;
+        }
+        let entry = || abi::EntryOut::read_from_prefix(body).ok().map(|(e, _)| e);
+        let mut b = self.books();
+        match Opcode(h.opcode) {
+            Opcode::LOOKUP | Opcode::MKNOD | Opcode::MKDIR | Opcode::SYMLINK | Opcode::LINK => {
+                if let Some(e) = entry().filter(|e| e.nodeid != 0) {
+                    if !b.took_node(slot, e.nodeid) {
+                        drop(b);
+                        self.fs.forget(NodeId(e.nodeid), 1);
+                    }
+                }
+            }
+            Opcode::CREATE => {
+                let size = std::mem::size_of::<abi::EntryOut>();
+                let opened = body
+                    .get(size..)
+                    .and_then(|r| abi::OpenOut::read_from_prefix(r).ok());
+                if let (Some(e), Some((o, _))) = (entry(), opened) {
+                    if !(b.took_node(slot, e.nodeid) && b.opened(slot, o.fh, false, e.nodeid)) {
+                        drop(b);
+                        self.give_back(Released {
+                            handles: vec![(o.fh, false, e.nodeid)],
+                            forgets: vec![(e.nodeid, 1)],
+                        });
+                    }
+                }
+            }
+            op @ (Opcode::OPEN | Opcode::OPENDIR) => {
+                if let Ok((o, _)) = abi::OpenOut::read_from_prefix(body) {
+                    let dir = op == Opcode::OPENDIR;
+                    if !b.opened(slot, o.fh, dir, h.nodeid) {
+                        drop(b);
+                        self.give_back(Released {
+                            handles: vec![(o.fh, dir, h.nodeid)],
+                            forgets: Vec::new(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Books;
+
+    #[test]
+    fn the_filesystem_hears_a_forget_when_the_last_holder_lets_go() {
+        let mut b = Books::default();
+        let a = b.new_slot(Some(10));
+        assert!(b.took_node(a, 5));
+        assert!(b.took_node(a, 5));
+        assert_eq!(b.gave_node(a, 5, 1), None);
+        // Both references the filesystem gave, forgotten at once.
+        assert_eq!(b.gave_node(a, 5, 1), Some(2));
+        // A forget of more than the slot holds (or of what it never
+        // held) gives nothing back twice.
+        assert!(b.took_node(a, 6));
+        assert_eq!(b.gave_node(a, 6, 9), Some(1));
+        assert_eq!(b.gave_node(a, 6, 1), None);
+        assert!(b.nodes.is_empty());
+    }
+
+    #[test]
+    fn a_forked_child_holds_what_its_parent_held_until_both_let_go() {
+        let mut b = Books::default();
+        let parent = b.new_slot(Some(10));
+        assert!(b.took_node(parent, 5));
+        assert!(b.opened(parent, 7, false, 5));
+        assert!(b.opened(parent, 8, true, 1));
+        let child = b.fork_copy(parent);
+        assert!(b.bind(child, 11));
+        // The parent closes and forgets: the child still holds them.
+        assert!(!b.closing(parent, 7, false));
+        assert_eq!(b.gave_node(parent, 5, 1), None);
+        // The child exits: what it held goes back, once.
+        let r = b.drop_slot(child);
+        // The directory handle stays: the parent holds it still.
+        assert_eq!(r.handles, vec![(7, false, 5)]);
+        assert_eq!(r.forgets, vec![(5, 1)]);
+        assert!(b.closing(parent, 8, true));
+        assert!(b.handles.is_empty() && b.nodes.is_empty());
+        assert_eq!(b.by_pid.get(&11), None);
+    }
+
+    #[test]
+    fn a_slot_gone_takes_nothing_more() {
+        let mut b = Books::default();
+        let a = b.new_slot(Some(10));
+        let _ = b.drop_slot(a);
+        assert!(!b.took_node(a, 5));
+        assert!(!b.opened(a, 7, false, 5));
+        assert!(b.nodes.is_empty() && b.handles.is_empty());
+    }
+}
