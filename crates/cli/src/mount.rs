@@ -521,7 +521,7 @@ fn daemonize(args: &MountArgs) -> Result<()> {
 /// Raise the soft fd limit to the hard one, as Go's runtime does for every
 /// program: the soft limit (often 1,024) only protects programs that
 /// select(2) on fd numbers, and the stackfs node cache is sized from it.
-fn raise_fd_limit() {
+pub(crate) fn raise_fd_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let mut l = getrlimit(Resource::Nofile);
     if l.current < l.maximum {

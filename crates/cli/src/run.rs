@@ -315,9 +315,12 @@ fn start_server(name: &str) -> Result<OwnedFd> {
             ),
         }
     }
-    // Out of the program's way, and inherited by it (and its programs).
-    let door = rustix::io::fcntl_dupfd_cloexec(&ours, DOOR_FD)
-        .context("moving the door to the run's server")?;
+    // Out of the program's way where the limit allows, and inherited by
+    // it (and its programs).
+    let door = match rustix::io::fcntl_dupfd_cloexec(&ours, DOOR_FD) {
+        Ok(high) => high,
+        Err(_) => ours,
+    };
     rustix::io::fcntl_setfd(&door, rustix::io::FdFlags::empty())
         .context("handing the door to the program")?;
     Ok(door)
@@ -334,9 +337,14 @@ pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
         .with_context(|| format!("--door {door}: not an inherited socket"))?;
     if detach {
         let exe = std::env::current_exe().context("finding this binary")?;
+        // Not itself served by an outer run's direct mode.
         Command::new(exe)
             .args(["direct-server", "--fs", fs, "--door"])
             .arg(door.to_string())
+            .env_remove("LD_PRELOAD")
+            .env_remove("FUSEBOX_DIRECT_FS")
+            .env_remove("FUSEBOX_DIRECT_AT")
+            .env_remove(fusebox_direct::shared::DOOR_VAR)
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -348,6 +356,8 @@ pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
     // The programs the filesystem might run must not hold the door.
     rustix::io::fcntl_setfd(&door_fd, rustix::io::FdFlags::CLOEXEC)
         .context("keeping the door to this process")?;
+    // Two descriptors per process of the run (a connection, a pidfd).
+    crate::mount::raise_fd_limit();
     match fs {
         "memfs" => {
             // Every change reaches memfs through this server, and the

@@ -748,3 +748,23 @@ fn programs_run_from_a_served_one_are_served_the_same_mount() {
     assert_eq!(text.matches("libm.so.6").count(), 1, "{text}");
     assert!(text.ends_with("in the mount\n"), "{text}");
 }
+
+/// Under the stock descriptor limit (1024, where the connections cannot
+/// sit above 1100) and a tighter one, memfs's run works the same.
+#[test]
+fn memfs_runs_under_low_descriptor_limits() {
+    let s = scratch("direct-memfs-limit");
+    let at = s.path().join("mnt");
+    let at = at.to_str().unwrap();
+    for limit in [1024, 256] {
+        let script = format!(
+            "ulimit -n {limit} && exec timeout 120 {BIN} run --fs memfs --at {at} -- sh -c 'echo a > {at}/f; (cat {at}/f); mkdir {at}/d; ls {at}'"
+        );
+        let out = Command::new("sh")
+            .args(["-c", &script])
+            .env("FUSEBOX_DIRECT_PRELOAD", preload())
+            .output()
+            .unwrap();
+        assert_eq!(text(&out), "status Some(0)\na\nd\nf\n", "limit {limit}");
+    }
+}

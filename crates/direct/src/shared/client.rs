@@ -2,7 +2,7 @@
 //! request to the run's server (see the module above).
 
 use std::ffi::OsStr;
-use std::io::{IoSlice, Read as _, Write as _};
+use std::io::{IoSlice, Read as _};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -20,7 +20,7 @@ use fusebox::{
     TimeOrNow,
 };
 use rustix::net::{
-    sendmsg, socketpair, AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    send, sendmsg, socketpair, AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
     SocketFlags, SocketType,
 };
 use zerocopy::{FromBytes, IntoBytes};
@@ -47,8 +47,14 @@ pub struct RemoteFs {
     door: OwnedFd,
     conns: Mutex<Connections>,
     unique: AtomicU64,
-    /// The slot prepared for a child about to be forked (0: none).
-    forking: AtomicU64,
+}
+
+thread_local! {
+    /// The slot prepared for a child this thread is about to fork (0:
+    /// none). Per thread, since threads may fork at once; the child is a
+    /// copy of the forking thread and finds it there. A const initialiser:
+    /// nothing allocates on first use (fork time: see `control`).
+    static FORKING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The idle connections of the process that made them.
@@ -74,7 +80,6 @@ impl RemoteFs {
                 next: Hello::Fresh { pid },
             }),
             unique: AtomicU64::new(1),
-            forking: AtomicU64::new(0),
         });
         let _ = CLIENT.set(fs.clone());
         fs
@@ -105,7 +110,9 @@ impl RemoteFs {
             SocketFlags::CLOEXEC,
             None,
         )?;
-        let mine = rustix::io::fcntl_dupfd_cloexec(&mine, CONNECTION_FDS)?;
+        // Out of the program's way where the descriptor limit allows
+        // (above 1100); below it, where the kernel put it.
+        let mine = rustix::io::fcntl_dupfd_cloexec(&mine, CONNECTION_FDS).unwrap_or(mine);
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         let fds = [theirs.as_fd()];
@@ -136,9 +143,17 @@ impl RemoteFs {
             return Ok((s, true));
         }
         let hello = c.next;
+        if hello == (Hello::More { pid }) {
+            drop(c);
+            return Ok((self.open(hello)?, true));
+        }
+        // The process's first connection is announced before any other
+        // (the door is one ordered queue): a second thread's must not
+        // reach the server first and be counted in a slot the first one's
+        // hello then replaces.
+        let conn = self.open(hello)?;
         c.next = Hello::More { pid };
-        drop(c);
-        Ok((self.open(hello)?, true))
+        Ok((conn, true))
     }
 
     fn give_back(&self, conn: UnixStream, pid: u32) {
@@ -166,7 +181,7 @@ impl RemoteFs {
         };
         msg[..40].copy_from_slice(header.as_bytes());
         msg.get_mut(40..len)?.copy_from_slice(body);
-        conn.write_all(&msg[..len]).ok()?;
+        send_all(&conn, &msg[..len]).ok()?;
         let mut out = [0u8; 24];
         conn.read_exact(&mut out[..16]).ok()?;
         let (h, _) = abi::OutHeader::read_from_prefix(&out[..]).ok()?;
@@ -210,7 +225,7 @@ impl RemoteFs {
     /// used), and its first new one takes the slot the parent prepared.
     fn forked_child(&self) {
         let pid = std::process::id();
-        let slot = self.forking.swap(0, Ordering::AcqRel);
+        let slot = FORKING.with(|f| f.replace(0));
         let mut c = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
         c.owner = pid;
         c.next = if slot != 0 {
@@ -263,14 +278,18 @@ fn exchange(
     for p in parts {
         msg.extend_from_slice(p);
     }
-    conn.write_all(&msg)?;
+    send_all(conn, &msg)?;
     // Most replies arrive whole: one read takes the header and the body.
     let mut got = vec![0u8; 4096];
     let mut have = 0;
     while have < 16 {
-        match conn.read(&mut got[have..])? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => have += n,
+        match conn.read(&mut got[have..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => have += n,
+            // A signal handler ran (one without SA_RESTART): the request
+            // is already being served, so its answer is still ours.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     let (out, _) = abi::OutHeader::read_from_prefix(&got[..]).map_err(|_| bad_reply())?;
@@ -282,6 +301,20 @@ fn exchange(
     conn.read_exact(&mut got[have..len])?;
     got.drain(..16);
     Ok((out.error, got))
+}
+
+/// All of `buf`, without SIGPIPE: a server gone must give the program EIO,
+/// not kill it (a C program keeps SIGPIPE's default).
+fn send_all(conn: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match send(conn, buf, SendFlags::NOSIGNAL) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 fn bad_reply() -> std::io::Error {
@@ -332,14 +365,14 @@ impl RemoteFs {
 pub(crate) fn before_fork() {
     if let Some(fs) = CLIENT.get() {
         let slot = fs.control(opcode::FORK_PREPARE, &[]).unwrap_or(0);
-        fs.forking.store(slot, Ordering::Release);
+        FORKING.with(|f| f.set(slot));
     }
 }
 
 /// After a fork, in the parent: the child's process id (or the failure).
 pub(crate) fn after_fork_parent(ret: i64) {
     if let Some(fs) = CLIENT.get() {
-        let slot = fs.forking.swap(0, Ordering::AcqRel);
+        let slot = FORKING.with(|f| f.replace(0));
         if slot != 0 {
             let pid = u32::try_from(ret).unwrap_or(0);
             let mut body = [0u8; 12];
@@ -368,10 +401,18 @@ pub(crate) fn internal_fds() -> Vec<u32> {
     let Some(fs) = CLIENT.get() else {
         return Vec::new();
     };
-    let c = fs.conns.lock().unwrap_or_else(PoisonError::into_inner);
-    std::iter::once(fs.door.as_raw_fd())
-        .chain(c.idle.iter().map(|s| s.as_raw_fd()))
-        .map(|fd| fd as u32)
+    // Copied out under the lock without allocating: another thread may be
+    // forking, with the allocator's locks held (see `control`).
+    let mut fds = [0u32; IDLE_MAX];
+    let n = {
+        let c = fs.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        for (slot, s) in fds.iter_mut().zip(&c.idle) {
+            *slot = s.as_raw_fd() as u32;
+        }
+        c.idle.len().min(IDLE_MAX)
+    };
+    std::iter::once(fs.door.as_raw_fd() as u32)
+        .chain(fds[..n].iter().copied())
         .collect()
 }
 
@@ -421,7 +462,7 @@ impl RemoteFs {
     /// once.
     fn send_only(&self, op: Opcode, node: NodeId, args: &[u8]) {
         let pid = std::process::id();
-        let Ok((mut conn, pooled)) = self.take(pid) else {
+        let Ok((conn, pooled)) = self.take(pid) else {
             return;
         };
         let header = abi::InHeader {
@@ -433,7 +474,7 @@ impl RemoteFs {
             ..Default::default()
         };
         let msg = [header.as_bytes(), args].concat();
-        if conn.write_all(&msg).is_ok() && pooled {
+        if send_all(&conn, &msg).is_ok() && pooled {
             self.give_back(conn, pid);
         }
     }

@@ -74,9 +74,13 @@ pub fn serve<F: Filesystem>(fs: Arc<F>, door: OwnedFd) -> std::io::Result<()> {
         };
         let slot = server.admit(hello);
         let s = server.clone();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("fusebox-direct-conn".into())
-            .spawn(move || s.connection(UnixStream::from(conn), slot))?;
+            .spawn(move || s.connection(UnixStream::from(conn), slot));
+        if let Err(e) = spawned {
+            // That connection's process gets EIO; the others go on.
+            tracing::warn!(error = %e, "direct-mode server: cannot serve a new connection");
+        }
     }
     server.fs.destroy();
     Ok(())
@@ -195,20 +199,23 @@ impl Books {
     }
 
     /// Whether this release is the handle's last (the filesystem hears of
-    /// it); one the books do not know goes through too.
+    /// it). Only a hold the slot has counts: a release from a slot already
+    /// given back (its process exited or executed another program while
+    /// the release was on its way) was counted then, and one for a handle
+    /// the books never saw goes through.
     fn closing(&mut self, slot: u64, fh: u64, dir: bool) -> bool {
         let key = (fh, dir);
-        if let Some(mine) = self
-            .slots
-            .get_mut(&slot)
-            .and_then(|s| s.handles.get_mut(&key))
-        {
-            *mine -= 1;
-            if *mine == 0 {
-                if let Some(s) = self.slots.get_mut(&slot) {
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return false;
+        };
+        match s.handles.get_mut(&key) {
+            Some(mine) => {
+                *mine -= 1;
+                if *mine == 0 {
                     s.handles.remove(&key);
                 }
             }
+            None => return !self.handles.contains_key(&key),
         }
         match self.handles.get_mut(&key) {
             Some(h) if h.holders > 1 => {
@@ -270,7 +277,13 @@ impl Books {
         out
     }
 
+    /// Give `slot` (a fork's copy) to process `pid`, unless that process
+    /// has a slot of its own already (it executed a program since, whose
+    /// first hello made one): then the copy is not its.
     fn bind(&mut self, slot: u64, pid: u32) -> bool {
+        if self.by_pid.get(&pid).is_some_and(|&other| other != slot) {
+            return false;
+        }
         match self.slots.get_mut(&slot) {
             Some(s) if s.pid.is_none() || s.pid == Some(pid) => {
                 s.pid = Some(pid);
@@ -374,6 +387,13 @@ impl<F: Filesystem> Server<F> {
             .ok_or(rustix::io::Errno::SRCH)
             .and_then(|p| pidfd_open(p, PidfdFlags::empty()));
         match pidfd {
+            Err(rustix::io::Errno::SRCH) => gone(),
+            Err(e) => {
+                // Not known to be gone (out of descriptors?): what it holds
+                // stays until the run ends rather than be taken too early.
+                self.books().watched.remove(&pid);
+                tracing::warn!(pid, error = %e, "direct-mode server: cannot watch a process");
+            }
             Ok(fd) => {
                 let spawned = std::thread::Builder::new()
                     .name("fusebox-direct-pid".into())
@@ -386,7 +406,6 @@ impl<F: Filesystem> Server<F> {
                     tracing::warn!(pid, error = %e, "direct-mode server: cannot watch a process");
                 }
             }
-            Err(_) => gone(),
         }
     }
 
@@ -457,7 +476,10 @@ impl<F: Filesystem> Server<F> {
             if conn.read_exact(&mut buf[40..]).is_err() {
                 return;
             }
-            if h.padding != on_cpu && h.padding != 0 {
+            if h.padding != on_cpu
+                && h.padding != 0
+                && (h.padding as usize) <= rustix::thread::CpuSet::MAX_CPU
+            {
                 // Serve on the caller's CPU: the reply then wakes it there.
                 on_cpu = h.padding;
                 let mut cpus = rustix::thread::CpuSet::new();
@@ -540,14 +562,12 @@ impl<F: Filesystem> Server<F> {
     fn fork_done(self: &Arc<Self>, child: u64, pid: u32) {
         let released = {
             let mut b = self.books();
-            if pid == 0 {
-                // The fork failed: nobody has the copy.
-                match b.slots.get(&child) {
-                    Some(s) if s.pid.is_none() => b.drop_slot(child),
-                    _ => Released::default(),
-                }
+            let unclaimed = b.slots.get(&child).is_some_and(|s| s.pid.is_none());
+            // A failed fork (nobody has the copy), or a child that has a
+            // newer slot already: the copy goes back.
+            if unclaimed && (pid == 0 || !b.bind(child, pid)) {
+                b.drop_slot(child)
             } else {
-                b.bind(child, pid);
                 Released::default()
             }
         };
@@ -741,5 +761,40 @@ mod tests {
         assert!(!b.took_node(a, 5));
         assert!(!b.opened(a, 7, false, 5));
         assert!(b.nodes.is_empty() && b.handles.is_empty());
+    }
+
+    #[test]
+    fn a_release_late_from_a_slot_given_back_takes_nothing_from_the_others() {
+        let mut b = Books::default();
+        let parent = b.new_slot(Some(10));
+        assert!(b.took_node(parent, 5));
+        assert!(b.opened(parent, 7, false, 5));
+        let child = b.fork_copy(parent);
+        assert!(b.bind(child, 11));
+        // The child exited with its release still unread: the watcher gave
+        // its hold back; the release that follows counts for nothing.
+        let r = b.drop_slot(child);
+        assert!(r.handles.is_empty() && r.forgets.is_empty());
+        assert!(!b.closing(child, 7, false));
+        // The parent's close is the last.
+        assert!(b.closing(parent, 7, false));
+        // A handle the books never saw goes through; one another slot
+        // holds does not.
+        assert!(b.closing(parent, 99, false));
+        let other = b.new_slot(Some(12));
+        assert!(b.opened(other, 8, false, 5));
+        assert!(!b.closing(parent, 8, false));
+        assert!(b.closing(other, 8, false));
+    }
+
+    #[test]
+    fn a_forks_copy_is_not_bound_over_the_childs_newer_slot() {
+        let mut b = Books::default();
+        let parent = b.new_slot(Some(10));
+        let copy = b.fork_copy(parent);
+        // The child executed a program before the parent reported it.
+        let newer = b.new_slot(Some(11));
+        assert!(!b.bind(copy, 11));
+        assert_eq!(b.by_pid.get(&11), Some(&newer));
     }
 }
