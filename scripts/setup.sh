@@ -11,9 +11,10 @@ need=()
 # openssh-server): unchanged Debian programs the libfuse3 drop-in runs.
 # e2fsprogs: ext4 on fusebox block devices in the tests; nbdkit, libnbd-bin
 # (nbdfuse) and qemu-system-common (qemu-storage-daemon): the blk bench's peers.
+# iproute2 (ss): a direct-mode test finds the run's server by its socket.
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
            sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server \
-           e2fsprogs nbdkit libnbd-bin qemu-system-common; do
+           e2fsprogs nbdkit libnbd-bin qemu-system-common iproute2; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

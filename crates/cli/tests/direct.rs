@@ -768,3 +768,57 @@ fn memfs_runs_under_low_descriptor_limits() {
         assert_eq!(text(&out), "status Some(0)\na\nd\nf\n", "limit {limit}");
     }
 }
+
+/// The run's server killed under the program: calls on the mount fail with
+/// EIO (no SIGPIPE kills the program, nothing hangs) and stderr says why,
+/// once.
+#[test]
+fn a_dead_memfs_server_gives_eio_and_one_line() {
+    let s = scratch("direct-memfs-dead");
+    let at = s.path().join("mnt");
+    let program = r#"
+import os, re, signal, subprocess, sys, time
+at = sys.argv[1]
+open(f"{at}/f", "w").write("x")
+# The server holds the door's other end: find it by the socket's peer.
+door = os.environ["FUSEBOX_DIRECT_SERVER"]
+ino = re.search(r"\d+", os.readlink(f"/proc/self/fd/{door}")).group()
+server = None
+for line in subprocess.run(["ss", "-xpn"], capture_output=True, text=True).stdout.splitlines():
+    f = line.split()
+    m = re.search(r"pid=(\d+)", line)
+    if len(f) > 7 and f[7] == ino and m and int(m.group(1)) != os.getpid():
+        server = int(m.group(1))
+print("server found", server is not None)
+os.kill(server, signal.SIGKILL)
+time.sleep(0.2)
+for attempt in (lambda: open(f"{at}/g", "w").write("y"), lambda: open(f"{at}/f").read()):
+    try:
+        attempt()
+        print("served")
+    except OSError as e:
+        print(e.strerror)
+"#;
+    let out = direct(
+        "memfs",
+        &at,
+        &["python3", "-c", program, at.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (out.status.code(), stdout.as_ref()),
+        (
+            Some(0),
+            "server found True\nInput/output error\nInput/output error\n"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("the run's filesystem server is unreachable")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}

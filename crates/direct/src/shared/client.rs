@@ -244,8 +244,14 @@ impl RemoteFs {
     }
 }
 
+/// The server gone (or the connection broken): the call fails with EIO,
+/// and the program's stderr says why once per process.
 fn broken(e: std::io::Error) -> Errno {
-    tracing::error!(error = %e, "direct mode: the run's filesystem server is unreachable");
+    static SAID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = std::process::id();
+    if SAID.swap(pid, Ordering::Relaxed) != pid {
+        eprintln!("fusebox direct mode: the run's filesystem server is unreachable ({e}): calls on the mount fail with EIO");
+    }
     Errno::EIO
 }
 
