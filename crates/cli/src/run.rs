@@ -358,6 +358,8 @@ pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
         .context("keeping the door to this process")?;
     // Two descriptors per process of the run (a connection, a pidfd).
     crate::mount::raise_fd_limit();
+    // Holding no directory busy (a mount the user's shell started in).
+    let _ = std::env::set_current_dir("/");
     match fs {
         "memfs" => {
             // Every change reaches memfs through this server, and the

@@ -346,9 +346,16 @@ fn threads_forks_and_signals_keep_the_mount() {
 fn threads_forks_and_signals_keep_the_mount_on_memfs() {
     let s = scratch("direct-threads-memfs");
     threads_forks_and_signals("memfs", &s.path().join("mnt"));
+    // The fork hooks under syscall user dispatch alone (no rewriting).
+    let s = scratch("direct-threads-memfs-sud");
+    threads_forks_and_signals_with(&["--intercept", "dispatch"], "memfs", &s.path().join("mnt"));
 }
 
 fn threads_forks_and_signals(fs: &str, at: &Path) {
+    threads_forks_and_signals_with(&[], fs, at)
+}
+
+fn threads_forks_and_signals_with(flags: &[&str], fs: &str, at: &Path) {
     let program = r#"
 import os, signal, sys, threading
 at = sys.argv[1]
@@ -391,7 +398,12 @@ with open(f"{at}/spawned", "w") as f:
     f.write("parent\n")
 print(open(f"{at}/spawned").read().strip().replace("\n", " + "))
 "#;
-    let out = direct(fs, at, &["python3", "-c", program, at.to_str().unwrap()]);
+    let out = direct_with(
+        flags,
+        fs,
+        at,
+        &["python3", "-c", program, at.to_str().unwrap()],
+    );
     assert_eq!(
         text(&out),
         "status Some(0)\n1600\nchild was here\nread interrupted\nhandler ran\nfrom child + parent\n",
