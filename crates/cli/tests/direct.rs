@@ -834,3 +834,47 @@ for attempt in (lambda: open(f"{at}/g", "w").write("y"), lambda: open(f"{at}/f")
         "{stderr}"
     );
 }
+
+/// Symlinks in the mount that lead out of it are followed there, as the
+/// kernel's walk would: reading, stat-ing, listing and executing through
+/// them, a Python venv (whose interpreter is a link to the system's), on
+/// stackfs and on memfs, compared with a native directory.
+#[test]
+fn symlinks_out_of_the_mount_lead_where_they_point() {
+    let s = scratch("direct-links-out");
+    let (src, native) = (s.path().join("src"), s.path().join("native"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&native).unwrap();
+    let script = r#"
+set -e
+cd "$1"
+ln -s /etc out
+cat out/hostname
+stat -c %F out/passwd
+ls out/ | grep -c '^passwd$'
+readlink -f out/hostname
+test -r out/hostname && echo readable
+ln -s /usr/bin/env myenv
+./myenv echo run through a link
+python3 -c "import os; print(os.path.exists('out/hosts'), os.path.realpath('out/hosts'))"
+ln -s /nonexistent/x dangling
+cat dangling 2>&1 | sed 's/.*: //' || true
+python3 -m venv --without-pip venv
+./venv/bin/python -c "import sys; print(sys.prefix.endswith('/venv'))"
+ls venv/bin | sort
+"#;
+    let want = Command::new("bash")
+        .args(["-c", script, "bash", native.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(want.status.success(), "natively: {}", text(&want));
+    for fs in [format!("stackfs:{}", src.display()), "memfs".to_string()] {
+        let at = s.path().join(format!("mnt-{}", fs.len()));
+        let got = direct(
+            &fs,
+            &at,
+            &["bash", "-c", script, "bash", at.to_str().unwrap()],
+        );
+        assert_eq!(text(&got), text(&want), "{fs}");
+    }
+}

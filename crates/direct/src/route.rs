@@ -181,9 +181,60 @@ fn fd_arg(v: u64) -> i32 {
     v as i32
 }
 
+/// The path argument of the calls that follow a path to its end, where a
+/// symlink in the mount may lead out of it: its index in the arguments.
+/// (A call with two paths keeps EXDEV, as between two filesystems; chdir
+/// keeps it too: the working directory would leave the mount's books.)
+#[allow(non_upper_case_globals)]
+fn followed_path_arg(nr: i64) -> Option<usize> {
+    use libc::*;
+    Some(match nr {
+        SYS_open | SYS_creat | SYS_stat | SYS_access | SYS_truncate | SYS_chmod | SYS_chown
+        | SYS_getxattr | SYS_setxattr | SYS_listxattr | SYS_removexattr | SYS_execve
+        | SYS_statfs | SYS_utime | SYS_utimes => 0,
+        SYS_openat | SYS_newfstatat | SYS_statx | SYS_faccessat | SYS_faccessat2 | SYS_fchmodat
+        | SYS_fchownat | SYS_utimensat | SYS_execveat | SYS_readlinkat | SYS_futimesat
+        | SYS_openat2 => 1,
+        // The link's own directory walk may leave too (readlink of
+        // `dir-link/x`).
+        SYS_readlink | SYS_lstat | SYS_lchown | SYS_lgetxattr | SYS_lsetxattr | SYS_llistxattr
+        | SYS_lremovexattr => 0,
+        _ => return None,
+    })
+}
+
+/// A call whose walk left the mount through a symlink is made again on the
+/// path it leads to: served if that is in the mount after all, else by the
+/// kernel, as the kernel would have gone on walking there.
+fn hook(call: &Syscall) -> Action {
+    let _ = crate::vfs::take_escaped();
+    let action = route(call);
+    if !matches!(action, Action::Return(r) if r == -(libc::EXDEV as i64)) {
+        return action;
+    }
+    let (Some(outside), Some(i)) = (crate::vfs::take_escaped(), followed_path_arg(call.nr)) else {
+        return action;
+    };
+    let Ok(outside) = std::ffi::CString::new(outside) else {
+        return action;
+    };
+    let mut args = call.args;
+    // Absolute: a directory descriptor beside it is ignored.
+    args[i] = outside.as_ptr() as u64;
+    let again = Syscall {
+        nr: call.nr,
+        args,
+        call_addr: call.call_addr,
+    };
+    match route(&again) {
+        Action::Pass => Action::Return(raw_syscall(call.nr, args)),
+        served => served,
+    }
+}
+
 // The libc names of system calls are lower case.
 #[allow(non_upper_case_globals)]
-fn hook(call: &Syscall) -> Action {
+fn route(call: &Syscall) -> Action {
     let Some(m) = MOUNT.get() else {
         return Action::Pass;
     };
@@ -621,8 +672,12 @@ fn hook(call: &Syscall) -> Action {
                 (fd_arg(a[0]), a[1], 3)
             };
             match at(dirfd, path) {
-                // Running a program stored in the mount: not yet.
-                Some(_) => answer(Err(ENOSYS)),
+                // A name that does not resolve gets the walk's error (a PATH
+                // search through the mount goes on after ENOENT), a symlink
+                // out of the mount is followed (EXDEV: `hook` runs the
+                // target), and running a program stored in the mount is
+                // not served yet.
+                Some(p) => answer(m.access(&p, F_OK, true).and(Err(ENOSYS))),
                 None => exec(m, call, envp),
             }
         }

@@ -30,6 +30,20 @@ use crate::process;
 /// A call's result as the kernel gives it: a value or an errno.
 pub(crate) type SysResult = Result<i64, i32>;
 
+thread_local! {
+    /// Where a walk left the mount through a symlink whose target is
+    /// outside it: the target and the rest of the path. Set with the walk's
+    /// EXDEV; taken by the call's router, which makes the call again there.
+    static ESCAPED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The path the last walk of this thread left the mount for, if it did.
+/// (`try_with`: a thread's last calls come after its thread-locals are
+/// gone.)
+pub(crate) fn take_escaped() -> Option<Vec<u8>> {
+    ESCAPED.try_with(|e| e.borrow_mut().take()).ok().flatten()
+}
+
 const MAX_SYMLINKS: usize = 40;
 const IO_CHUNK: usize = 1 << 20;
 
@@ -690,9 +704,19 @@ impl VirtualMount {
                                     here_owned = true;
                                     split(rest)
                                 }
-                                // A link out of the mount: not followed
-                                // here (DESIGN.md).
-                                _ => return Err(libc::EXDEV),
+                                // A link out of the mount: the rest of
+                                // the walk is the kernel's, from the
+                                // link's target on (route.rs makes the
+                                // call again on that path).
+                                _ => {
+                                    let mut outside = target.clone();
+                                    for c in pending.iter().rev() {
+                                        outside.push(b'/');
+                                        outside.extend_from_slice(c);
+                                    }
+                                    let _ = ESCAPED.try_with(|e| *e.borrow_mut() = Some(outside));
+                                    return Err(libc::EXDEV);
+                                }
                             }
                         } else {
                             split(&target)
