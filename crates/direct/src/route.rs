@@ -207,7 +207,6 @@ fn followed_path_arg(nr: i64) -> Option<usize> {
 /// path it leads to: served if that is in the mount after all, else by the
 /// kernel, as the kernel would have gone on walking there.
 fn hook(call: &Syscall) -> Action {
-    let _ = crate::vfs::take_escaped();
     let action = route(call);
     if !matches!(action, Action::Return(r) if r == -(libc::EXDEV as i64)) {
         return action;
@@ -673,11 +672,17 @@ fn route(call: &Syscall) -> Action {
             };
             match at(dirfd, path) {
                 // A name that does not resolve gets the walk's error (a PATH
-                // search through the mount goes on after ENOENT), a symlink
-                // out of the mount is followed (EXDEV: `hook` runs the
-                // target), and running a program stored in the mount is
+                // search through the mount goes on after ENOENT or EACCES),
+                // a symlink out of the mount is followed (EXDEV: `hook` runs
+                // the target), and running a program stored in the mount is
                 // not served yet.
-                Some(p) => answer(m.access(&p, F_OK, true).and(Err(ENOSYS))),
+                Some(p) => {
+                    let follow = call.nr == SYS_execve || a[4] as i32 & AT_SYMLINK_NOFOLLOW == 0;
+                    // EACCES where the kernel would refuse to run it (no
+                    // execute permission; X_OK passes a directory, which
+                    // the kernel refuses too, so that one is ENOSYS here).
+                    answer(m.access(&p, X_OK, follow).and(Err(ENOSYS)))
+                }
                 None => exec(m, call, envp),
             }
         }

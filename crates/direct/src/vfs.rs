@@ -30,18 +30,45 @@ use crate::process;
 /// A call's result as the kernel gives it: a value or an errno.
 pub(crate) type SysResult = Result<i64, i32>;
 
+/// The longest path a walk leaves the mount for (PATH_MAX).
+const ESCAPE_MAX: usize = libc::PATH_MAX as usize;
+
 thread_local! {
     /// Where a walk left the mount through a symlink whose target is
-    /// outside it: the target and the rest of the path. Set with the walk's
-    /// EXDEV; taken by the call's router, which makes the call again there.
-    static ESCAPED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+    /// outside it: the target and the rest of the path, and its length
+    /// (0: none). Set with the walk's EXDEV; taken by the call's router,
+    /// which makes the call again there. A fixed buffer: a thread-local
+    /// with a destructor would be registered (an allocation) at a thread's
+    /// first use, which may be a call made inside malloc.
+    static ESCAPED: std::cell::RefCell<([u8; ESCAPE_MAX], usize)> =
+        const { std::cell::RefCell::new(([0; ESCAPE_MAX], 0)) };
+}
+
+fn set_escaped(path: &[u8]) {
+    let _ = ESCAPED.try_with(|e| {
+        let mut e = e.borrow_mut();
+        match e.0.get_mut(..path.len()) {
+            Some(room) => {
+                room.copy_from_slice(path);
+                e.1 = path.len();
+            }
+            None => e.1 = 0,
+        }
+    });
 }
 
 /// The path the last walk of this thread left the mount for, if it did.
 /// (`try_with`: a thread's last calls come after its thread-locals are
 /// gone.)
 pub(crate) fn take_escaped() -> Option<Vec<u8>> {
-    ESCAPED.try_with(|e| e.borrow_mut().take()).ok().flatten()
+    ESCAPED
+        .try_with(|e| {
+            let mut e = e.borrow_mut();
+            let n = std::mem::take(&mut e.1);
+            (n > 0).then(|| e.0[..n].to_vec())
+        })
+        .ok()
+        .flatten()
 }
 
 const MAX_SYMLINKS: usize = 40;
@@ -611,6 +638,8 @@ impl VirtualMount {
         fresh_end: bool,
     ) -> Result<Resolved, i32> {
         let ctx = Self::ctx();
+        // Only this walk's escape may be taken after it.
+        set_escaped(&[]);
         let mut pending: Vec<Vec<u8>> = split(path);
         let mut done: Vec<Vec<u8>> = Vec::new();
         // The root's attributes are asked for only if the path ends there:
@@ -714,7 +743,11 @@ impl VirtualMount {
                                         outside.push(b'/');
                                         outside.extend_from_slice(c);
                                     }
-                                    let _ = ESCAPED.try_with(|e| *e.borrow_mut() = Some(outside));
+                                    // "Must be a directory", kept.
+                                    if path.ends_with(b"/") {
+                                        outside.push(b'/');
+                                    }
+                                    set_escaped(&outside);
                                     return Err(libc::EXDEV);
                                 }
                             }
