@@ -73,6 +73,28 @@ pub(crate) fn take_escaped() -> Option<Vec<u8>> {
 
 const MAX_SYMLINKS: usize = 40;
 const IO_CHUNK: usize = 1 << 20;
+// An O_APPEND piece is one request to the run's server, headers included.
+const _: () = assert!(IO_CHUNK + 80 <= crate::shared::server::MAX_REQUEST);
+
+/// Write `data` in IO_CHUNK pieces with `one(written so far, piece)`, which
+/// says how much of its piece it wrote; stops at a piece nothing of which
+/// was written or that failed (an error only if nothing was written).
+fn in_chunks(
+    data: &[u8],
+    mut one: impl FnMut(usize, &[u8]) -> fusebox::FsResult<u32>,
+) -> Result<usize, i32> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let chunk = &data[done..(done + IO_CHUNK).min(data.len())];
+        match one(done, chunk) {
+            Ok(0) => break,
+            Ok(n) => done += n as usize,
+            Err(e) if done == 0 => return Err(err(e)),
+            Err(_) => break,
+        }
+    }
+    Ok(done)
+}
 
 fn err(e: Errno) -> i32 {
     if e.0 > 0 {
@@ -1509,20 +1531,11 @@ impl VirtualMount {
                 // The run's server appends where the end is when it
                 // writes, among all the run's processes.
                 let mut end = 0;
-                let mut done = 0usize;
-                while done < data.len() {
-                    let chunk =
-                        &data[done..(done + crate::shared::client::APPEND_MAX).min(data.len())];
-                    match server.append(&ctx, file.node, file.fh, file.flags(), chunk) {
-                        Ok((_, 0)) => break,
-                        Ok((at, n)) => {
-                            end = at + u64::from(n);
-                            done += n as usize;
-                        }
-                        Err(e) if done == 0 => return Err(err(e)),
-                        Err(_) => break,
-                    }
-                }
+                let done = in_chunks(data, |_, chunk| {
+                    let (at, n) = server.append(&ctx, file.node, file.fh, file.flags(), chunk)?;
+                    end = at + u64::from(n);
+                    Ok(n)
+                })?;
                 if done > 0 {
                     set_offset(fd, end);
                 }
@@ -1540,9 +1553,7 @@ impl VirtualMount {
             }
             None => offset_of(fd),
         };
-        let mut done = 0usize;
-        while done < data.len() {
-            let chunk = &data[done..(done + IO_CHUNK).min(data.len())];
+        let done = in_chunks(data, |done, chunk| {
             let args = Write {
                 fh: file.fh,
                 offset: start + done as u64,
@@ -1552,13 +1563,8 @@ impl VirtualMount {
                 from_cache: false,
                 kill_suidgid: false,
             };
-            match file.fs.write(&ctx, file.node, &args) {
-                Ok(0) => break,
-                Ok(n) => done += n as usize,
-                Err(e) if done == 0 => return Err(err(e)),
-                Err(_) => break,
-            }
-        }
+            file.fs.write(&ctx, file.node, &args)
+        })?;
         if at.is_none() {
             set_offset(fd, start + done as u64);
         }

@@ -96,12 +96,6 @@ impl RemoteFs {
         c.idle.iter().any(|s| s.as_raw_fd() == fd)
     }
 
-    /// The door's descriptor, for executed programs' environment.
-    pub fn door_fd(&self) -> i32 {
-        use std::os::fd::AsRawFd;
-        self.door.as_raw_fd()
-    }
-
     /// A new connection, announced through the door.
     fn open(&self, hello: Hello) -> std::io::Result<UnixStream> {
         let (mine, theirs) = socketpair(
@@ -202,7 +196,7 @@ impl RemoteFs {
 
     /// Send one request and wait for its reply's body. An error reply is
     /// the filesystem's errno; a broken connection (the server gone) EIO.
-    fn call(&self, ctx: &Ctx, op: Opcode, node: u64, parts: &[&[u8]]) -> FsResult<Vec<u8>> {
+    fn call(&self, ctx: &Ctx, op: Opcode, node: u64, parts: &[&[u8]]) -> FsResult<Reply> {
         let pid = std::process::id();
         let (mut conn, pooled) = self.take(pid).map_err(broken)?;
         let unique = self.unique.fetch_add(1, Ordering::Relaxed);
@@ -212,7 +206,7 @@ impl RemoteFs {
                     self.give_back(conn, pid);
                 }
                 if err == 0 {
-                    Ok(body)
+                    Ok(Reply(body))
                 } else {
                     Err(Errno(-err))
                 }
@@ -255,7 +249,18 @@ fn broken(e: std::io::Error) -> Errno {
     Errno::EIO
 }
 
-/// Write one request, read its reply: (error, body).
+/// A successful reply as it arrived: its body past the out header, read
+/// in place (a READ's data is not moved to drop the header).
+struct Reply(Vec<u8>);
+
+impl std::ops::Deref for Reply {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0[16..]
+    }
+}
+
+/// Write one request, read its reply: (error, the reply with its header).
 fn exchange(
     conn: &mut UnixStream,
     ctx: &Ctx,
@@ -303,9 +308,8 @@ fn exchange(
     if out.unique != unique || len < 16 || have > len {
         return Err(bad_reply());
     }
-    got.resize(len.max(have), 0);
+    got.resize(len, 0);
     conn.read_exact(&mut got[have..len])?;
-    got.drain(..16);
     Ok((out.error, got))
 }
 
@@ -334,12 +338,10 @@ pub(crate) fn appender(fs: &Arc<dyn Filesystem>) -> Option<&'static RemoteFs> {
     (Arc::as_ptr(fs) as *const () == Arc::as_ptr(c) as *const ()).then_some(&**c)
 }
 
-/// The most data one APPEND carries (the server's request limit).
-pub(crate) const APPEND_MAX: usize = 1 << 20;
-
 impl RemoteFs {
-    /// Write `data` (at most APPEND_MAX bytes) at the file's end as the
-    /// server finds it: (offset written at, bytes written).
+    /// Write `data` (a piece within the server's request limit) at the
+    /// file's end as the server finds it: (offset written at, bytes
+    /// written).
     pub(crate) fn append(
         &self,
         ctx: &Ctx,

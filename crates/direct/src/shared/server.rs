@@ -25,7 +25,7 @@ use zerocopy::{FromBytes, IntoBytes};
 use super::{opcode, Hello, READY};
 
 /// The largest request a client sends: a write of 1 MiB with its headers.
-const MAX_REQUEST: usize = (1 << 20) + 4096;
+pub(crate) const MAX_REQUEST: usize = (1 << 20) + 4096;
 
 /// Tell the launcher waiting on the door's other end that this server
 /// cannot serve, and why.
@@ -318,13 +318,19 @@ impl ReplySink for NoKernel {
     }
 }
 
-fn reply(unique: u64, error: i32, body: &[u8]) -> Vec<u8> {
-    let h = abi::OutHeader {
-        len: (16 + body.len()) as u32,
-        error,
-        unique,
-    };
-    [h.as_bytes(), body].concat()
+impl Capture {
+    /// An answer of the server's own in place of the dispatcher's.
+    fn set(&self, unique: u64, error: i32, body: &[u8]) {
+        let h = abi::OutHeader {
+            len: (16 + body.len()) as u32,
+            error,
+            unique,
+        };
+        let mut b = self.0.borrow_mut();
+        b.clear();
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(body);
+    }
 }
 
 impl<F: Filesystem> Server<F> {
@@ -487,7 +493,7 @@ impl<F: Filesystem> Server<F> {
                 let _ = rustix::thread::sched_setaffinity(None, &cpus);
             }
             let args = &buf[40..];
-            let answer = match Opcode(h.opcode) {
+            match Opcode(h.opcode) {
                 Opcode::FORGET => {
                     if let Ok((f, _)) = abi::ForgetIn::read_from_prefix(args) {
                         self.forget(slot, h.nodeid, f.nlookup);
@@ -503,11 +509,15 @@ impl<F: Filesystem> Server<F> {
                     }
                     continue;
                 }
-                Opcode(op @ (opcode::RELEASE_QUIET | opcode::RELEASEDIR_QUIET)) => {
-                    let dir = op == opcode::RELEASEDIR_QUIET;
+                op @ (Opcode::RELEASE
+                | Opcode::RELEASEDIR
+                | Opcode(opcode::RELEASE_QUIET)
+                | Opcode(opcode::RELEASEDIR_QUIET)) => {
+                    let dir = op == Opcode::RELEASEDIR || op == Opcode(opcode::RELEASEDIR_QUIET);
+                    let quiet = op.0 == opcode::RELEASE_QUIET || op.0 == opcode::RELEASEDIR_QUIET;
                     let last = match abi::ReleaseIn::read_from_prefix(args) {
                         Ok((r, _)) => self.books().closing(slot, r.fh, dir),
-                        Err(_) => false,
+                        Err(_) => !quiet,
                     };
                     if last {
                         let real = abi::InHeader {
@@ -519,26 +529,19 @@ impl<F: Filesystem> Server<F> {
                             ..h
                         };
                         buf[..40].copy_from_slice(real.as_bytes());
-                        // Its answer goes nowhere: nobody waits for it.
-                        let _ = self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
-                    }
-                    continue;
-                }
-                op @ (Opcode::RELEASE | Opcode::RELEASEDIR) => {
-                    let last = match abi::ReleaseIn::read_from_prefix(args) {
-                        Ok((r, _)) => self.books().closing(slot, r.fh, op == Opcode::RELEASEDIR),
-                        Err(_) => true,
-                    };
-                    if last {
-                        self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot)
+                        self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
                     } else {
                         // Another process still holds it open.
-                        reply(h.unique, 0, &[])
+                        capture.set(h.unique, 0, &[]);
+                    }
+                    if quiet {
+                        // Nobody waits for its answer.
+                        continue;
                     }
                 }
                 Opcode(opcode::FORK_PREPARE) => {
                     let child = self.books().fork_copy(slot);
-                    reply(h.unique, 0, &child.to_ne_bytes())
+                    capture.set(h.unique, 0, &child.to_ne_bytes());
                 }
                 Opcode(opcode::FORK_DONE) => {
                     if let (Some(s), Some(p)) = (args.get(..8), args.get(8..12)) {
@@ -546,14 +549,14 @@ impl<F: Filesystem> Server<F> {
                         let pid = u32::from_ne_bytes(p.try_into().unwrap_or_default());
                         self.fork_done(child, pid);
                     }
-                    reply(h.unique, 0, &[])
+                    capture.set(h.unique, 0, &[]);
                 }
                 Opcode(opcode::APPEND) => {
                     self.append(&dispatcher, &mut worker, &capture, &mut buf, slot)
                 }
                 _ => self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot),
-            };
-            if conn.write_all(&answer).is_err() {
+            }
+            if conn.write_all(&capture.0.borrow()).is_err() {
                 return;
             }
         }
@@ -578,7 +581,7 @@ impl<F: Filesystem> Server<F> {
     }
 
     /// An APPEND: the node's size, then a WRITE there, under the node's
-    /// append lock; the reply carries the offset.
+    /// append lock; the answer carries the offset.
     fn append(
         &self,
         dispatcher: &Dispatcher<F>,
@@ -586,12 +589,12 @@ impl<F: Filesystem> Server<F> {
         capture: &Capture,
         request: &mut [u8],
         slot: u64,
-    ) -> Vec<u8> {
+    ) {
         let Ok((mut h, _)) = abi::InHeader::read_from_prefix(&request[..]) else {
-            return Vec::new();
+            return;
         };
         let Ok((mut w, _)) = abi::WriteIn::read_from_prefix(&request[40..]) else {
-            return reply(h.unique, -libc::EINVAL, &[]);
+            return capture.set(h.unique, -libc::EINVAL, &[]);
         };
         let lock = {
             let mut a = self
@@ -600,46 +603,37 @@ impl<F: Filesystem> Server<F> {
                 .unwrap_or_else(PoisonError::into_inner);
             a.entry(h.nodeid).or_default().clone()
         };
-        let end = {
+        {
             let _one_at_a_time = lock.lock().unwrap_or_else(PoisonError::into_inner);
             let ctx = Ctx::internal();
             match self
                 .fs
                 .getattr(&ctx, NodeId(h.nodeid), Some(FileHandle(w.fh)))
             {
-                Err(e) => Err(reply(h.unique, -e.0, &[])),
+                Err(e) => capture.set(h.unique, -e.0, &[]),
                 Ok(a) => {
                     w.offset = a.attr.size;
                     h.opcode = Opcode::WRITE.0;
                     request[..40].copy_from_slice(h.as_bytes());
                     let size = std::mem::size_of::<abi::WriteIn>();
                     request[40..40 + size].copy_from_slice(w.as_bytes());
-                    Ok(self.dispatch(dispatcher, worker, capture, request, slot))
+                    self.dispatch(dispatcher, worker, capture, request, slot);
+                    let mut out = capture.0.borrow_mut();
+                    if abi::OutHeader::read_from_prefix(&out[..]).is_ok_and(|(o, _)| o.error == 0) {
+                        out.extend_from_slice(&w.offset.to_ne_bytes());
+                        let len = out.len() as u32;
+                        out[..4].copy_from_slice(&len.to_ne_bytes());
+                    }
                 }
-            }
-        };
-        {
-            // Forget the lock once nobody else waits on it.
-            let mut a = self
-                .appending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if Arc::strong_count(&lock) == 2 {
-                a.remove(&h.nodeid);
             }
         }
-        match end {
-            Err(r) => r,
-            Ok(mut out) => {
-                let ok =
-                    abi::OutHeader::read_from_prefix(&out[..]).is_ok_and(|(o, _)| o.error == 0);
-                if ok {
-                    out.extend_from_slice(&w.offset.to_ne_bytes());
-                    let len = out.len() as u32;
-                    out[..4].copy_from_slice(&len.to_ne_bytes());
-                }
-                out
-            }
+        // Forget the lock once nobody else waits on it.
+        let mut a = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&lock) == 2 {
+            a.remove(&h.nodeid);
         }
     }
 
@@ -652,19 +646,20 @@ impl<F: Filesystem> Server<F> {
         capture: &Capture,
         request: &[u8],
         slot: u64,
-    ) -> Vec<u8> {
+    ) {
         capture.0.borrow_mut().clear();
         dispatcher.dispatch_contiguous(request, worker, capture);
-        let out = std::mem::take(&mut *capture.0.borrow_mut());
         let Ok((h, _)) = abi::InHeader::read_from_prefix(request) else {
-            return out;
+            return;
         };
+        let out = capture.0.borrow();
         let Ok((o, body)) = abi::OutHeader::read_from_prefix(&out[..]) else {
             // No answer came (it should have): the caller must not wait.
-            return reply(h.unique, -libc::EIO, &[]);
+            drop(out);
+            return capture.set(h.unique, -libc::EIO, &[]);
         };
         if o.error != 0 {
-            return out;
+            return;
         }
         let entry = || abi::EntryOut::read_from_prefix(body).ok().map(|(e, _)| e);
         let mut b = self.books();
@@ -706,7 +701,6 @@ impl<F: Filesystem> Server<F> {
             }
             _ => {}
         }
-        out
     }
 }
 
