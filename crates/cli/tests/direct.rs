@@ -878,3 +878,72 @@ ls venv/bin | sort
         assert_eq!(text(&got), text(&want), "{fs}");
     }
 }
+
+/// `..` above the mount's root is the mount point's parent, as past a
+/// kernel mount's root (before, it stayed at the root: `ls DIR/..` listed
+/// DIR), and a trailing slash wants a directory, through a symlink (`stat
+/// link-to-dir/` is the directory's), but never makes a call that removes
+/// or makes the name follow one (`rmdir link/` must not remove the
+/// directory it points to). stackfs and memfs against a native directory,
+/// each beside the same sibling.
+#[test]
+fn dot_dot_and_trailing_slashes_walk_as_the_kernel_walks() {
+    let s = scratch("direct-dotdot");
+    let script = r#"
+set -u
+d="$1"
+mkdir -p "$d" && cd "$d"
+mkdir -p sub/deep && echo hi > a && ln -s sub dlink && ln -s a flink && ln -s missing dangling
+echo sibling-data > ../sibling/data
+cd sub/deep; ls ../.. | sort; cat ../../../sibling/data; cd "$d"
+ls .. | sort | grep -v '^mnt'; cat ../sibling/data; stat -c %F .. ../sibling
+python3 -c "import os; os.chdir('..'); print(sorted(e for e in os.listdir('.') if not e.startswith('mnt')))"
+echo made > ../sibling/new; rm ../sibling/new; mkdir ../sibling/dir; rmdir ../sibling/dir; ls ../sibling
+for p in dlink dlink/ sub/ flink flink/ a/ dangling dangling/ missing/; do
+  printf '%s: ' "$p"; stat -c %F "$p" 2>&1 | sed 's/.*: //'
+done
+ls -ld dlink/ | cut -c1; ls dlink/
+for c in 'rmdir dlink/' 'rm flink/' 'unlink flink/' 'rm -d dlink/' 'touch new/' 'ln -s a new/' 'mv a a2/' 'mkdir dangling/'; do
+  printf '%s: ' "$c"; $c 2>&1 | sed 's/.*: //'; echo " rc=${PIPESTATUS[0]}"
+done
+mkdir newdir/ && mv newdir/ moved/ && ls -d moved
+python3 - <<'PY'
+import os
+for f, fl in (('dlink/', os.O_RDONLY), ('a/', os.O_RDONLY), ('zz/', os.O_CREAT | os.O_WRONLY), ('sub/', os.O_CREAT | os.O_RDONLY)):
+    try:
+        os.close(os.open(f, fl)); print(f, 'opened')
+    except OSError as e:
+        print(f, os.strerror(e.errno))
+try:
+    os.readlink('dlink/')
+except OSError as e:
+    print('readlink dlink/:', os.strerror(e.errno))
+PY
+ls -A | sort
+"#;
+    let native = s.path().join("native");
+    // The same siblings as beside each mount: sibling, src.
+    std::fs::create_dir_all(native.join("sibling")).unwrap();
+    std::fs::create_dir_all(native.join("src")).unwrap();
+    let want = Command::new("bash")
+        .args(["-c", script, "bash", native.join("mnt").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(want.status.success(), "natively: {}", text(&want));
+    for fs in ["stackfs", "memfs"] {
+        let base = s.path().join(fs);
+        std::fs::create_dir_all(base.join("sibling")).unwrap();
+        std::fs::create_dir_all(base.join("src")).unwrap();
+        let spec = match fs {
+            "stackfs" => format!("stackfs:{}", base.join("src").display()),
+            _ => fs.to_string(),
+        };
+        let at = base.join("mnt");
+        let got = direct(
+            &spec,
+            &at,
+            &["bash", "-c", script, "bash", at.to_str().unwrap()],
+        );
+        assert_eq!(text(&got), text(&want), "{fs}");
+    }
+}

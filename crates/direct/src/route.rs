@@ -181,24 +181,26 @@ fn fd_arg(v: u64) -> i32 {
     v as i32
 }
 
-/// The path argument of the calls that follow a path to its end, where a
-/// symlink in the mount may lead out of it: its index in the arguments.
-/// (A call with two paths keeps EXDEV, as between two filesystems; chdir
-/// keeps it too: the working directory would leave the mount's books.)
+/// The path argument of the calls with one path, whose walk may leave the
+/// mount (a symlink out of it, `..` above its root): its index in the
+/// arguments. (A call with two paths keeps EXDEV, as between two
+/// filesystems.)
 #[allow(non_upper_case_globals)]
-fn followed_path_arg(nr: i64) -> Option<usize> {
+fn escaping_path_arg(nr: i64) -> Option<usize> {
     use libc::*;
     Some(match nr {
         SYS_open | SYS_creat | SYS_stat | SYS_access | SYS_truncate | SYS_chmod | SYS_chown
         | SYS_getxattr | SYS_setxattr | SYS_listxattr | SYS_removexattr | SYS_execve
-        | SYS_statfs | SYS_utime | SYS_utimes => 0,
+        | SYS_statfs | SYS_utime | SYS_utimes | SYS_chdir => 0,
         SYS_openat | SYS_newfstatat | SYS_statx | SYS_faccessat | SYS_faccessat2 | SYS_fchmodat
         | SYS_fchownat | SYS_utimensat | SYS_execveat | SYS_readlinkat | SYS_futimesat
         | SYS_openat2 => 1,
-        // The link's own directory walk may leave too (readlink of
-        // `dir-link/x`).
+        // The last name is not followed, but the walk to it may leave
+        // (readlink of `dir-link/x`, `rm ../x` from the mount's root).
         SYS_readlink | SYS_lstat | SYS_lchown | SYS_lgetxattr | SYS_lsetxattr | SYS_llistxattr
-        | SYS_lremovexattr => 0,
+        | SYS_lremovexattr | SYS_mkdir | SYS_unlink | SYS_rmdir | SYS_mknod => 0,
+        SYS_mkdirat | SYS_unlinkat | SYS_mknodat | SYS_symlink => 1,
+        SYS_symlinkat => 2,
         _ => return None,
     })
 }
@@ -211,7 +213,7 @@ fn hook(call: &Syscall) -> Action {
     if !matches!(action, Action::Return(r) if r == -(libc::EXDEV as i64)) {
         return action;
     }
-    let (Some(outside), Some(i)) = (crate::vfs::take_escaped(), followed_path_arg(call.nr)) else {
+    let (Some(outside), Some(i)) = (crate::vfs::take_escaped(), escaping_path_arg(call.nr)) else {
         return action;
     };
     let Ok(outside) = std::ffi::CString::new(outside) else {

@@ -606,13 +606,33 @@ impl VirtualMount {
 
     /// Resolve `path` (inside the mount). `follow`: follow a symlink in the
     /// last component.
+    ///
+    /// A trailing slash wants a directory there, through a symlink if need
+    /// be, as the kernel's LOOKUP_FOLLOW | LOOKUP_DIRECTORY: `stat
+    /// link-to-dir/` is the directory's, `stat file/` ENOTDIR. Calls that
+    /// make or remove the name itself use `resolve_name`.
     fn resolve<'a>(
         &'a self,
         path: &[u8],
         follow: bool,
         looked: &mut Looked<'a>,
     ) -> Result<Resolved, i32> {
-        self.resolve_as(path, follow, looked, true)
+        let wants_dir = wants_directory(path);
+        let r = self.resolve_as(path, follow || wants_dir, looked, true)?;
+        match r.node {
+            Some((_, a)) if wants_dir && a.mode & libc::S_IFMT != libc::S_IFDIR => {
+                Err(libc::ENOTDIR)
+            }
+            _ => Ok(r),
+        }
+    }
+
+    /// `resolve` for a call that makes, removes or renames the last name
+    /// (mkdir, unlink, rmdir, rename, link's new name): a trailing slash
+    /// never follows a symlink there (`rmdir link/` must not remove the
+    /// directory it points to); each call checks what the slash asks of it.
+    fn resolve_name<'a>(&'a self, path: &[u8], looked: &mut Looked<'a>) -> Result<Resolved, i32> {
+        self.resolve_as(path, false, looked, true)
     }
 
     /// The directory holding `path`'s last component, and that name, for a
@@ -638,7 +658,19 @@ impl VirtualMount {
                 name.to_vec(),
             )));
         }
-        let r = self.resolve_as(dir, true, looked, false)?;
+        let r = match self.resolve_as(dir, true, looked, false) {
+            Ok(r) => r,
+            Err(libc::EXDEV) => {
+                // The walk left the mount: the name goes with it.
+                if let Some(mut outside) = take_escaped() {
+                    outside.push(b'/');
+                    outside.extend_from_slice(name);
+                    set_escaped(&outside);
+                }
+                return Err(libc::EXDEV);
+            }
+            Err(e) => return Err(e),
+        };
         let Some((node, attr)) = r.node else {
             return Err(libc::ENOENT);
         };
@@ -680,14 +712,16 @@ impl VirtualMount {
             match comp.as_slice() {
                 b"." => continue,
                 b".." => {
-                    // Above the mount's root stays at its root: what lies
-                    // outside is not reachable through it (DESIGN.md).
                     if let Some(up) = stack.pop() {
                         here = up;
                         here_owned = stack_owned.pop().unwrap_or(true);
                         done.pop();
+                        continue;
                     }
-                    continue;
+                    // Above the mount's root: the rest of the walk is the
+                    // kernel's, from the mount point's parent on, as past a
+                    // kernel mount's root (route.rs makes the call there).
+                    return Err(escape(parent_dir(&self.at), &pending, path));
                 }
                 _ => {}
             }
@@ -759,19 +793,7 @@ impl VirtualMount {
                                 // the walk is the kernel's, from the
                                 // link's target on (route.rs makes the
                                 // call again on that path).
-                                _ => {
-                                    let mut outside = target.clone();
-                                    for c in pending.iter().rev() {
-                                        outside.push(b'/');
-                                        outside.extend_from_slice(c);
-                                    }
-                                    // "Must be a directory", kept.
-                                    if path.ends_with(b"/") {
-                                        outside.push(b'/');
-                                    }
-                                    set_escaped(&outside);
-                                    return Err(libc::EXDEV);
-                                }
+                                _ => return Err(escape(&target, &pending, path)),
                             }
                         } else {
                             split(&target)
@@ -1127,6 +1149,11 @@ impl VirtualMount {
     }
 
     fn open_once(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
+        // A create through a path that wants a directory: the kernel's
+        // EISDIR, whether or not the name exists.
+        if flags & libc::O_CREAT != 0 && wants_directory(path) {
+            return Err(libc::EISDIR);
+        }
         let mut change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
         let ctx = Self::ctx();
         let mut looked = self.looked();
@@ -1710,14 +1737,20 @@ impl VirtualMount {
 
     /// Where a new entry at `path` goes (its directory and name; EEXIST
     /// if the name is taken), and the change it makes to that directory.
+    /// `dir`: the entry is a directory (only then may the path end in a
+    /// slash, as in the kernel's filename_create).
     fn new_entry<'a>(
         &'a self,
         path: &[u8],
+        dir: bool,
         looked: &mut Looked<'a>,
     ) -> Result<(Change<'a>, NodeId, Vec<u8>), i32> {
-        let r = self.resolve(path, false, looked)?;
+        let r = self.resolve_name(path, looked)?;
         if r.node.is_some() {
             return Err(libc::EEXIST);
+        }
+        if !dir && wants_directory(path) {
+            return Err(libc::ENOENT);
         }
         let name = r.name.ok_or(libc::EEXIST)?;
         let mut change = self.changing();
@@ -1727,7 +1760,7 @@ impl VirtualMount {
 
     pub(crate) fn mkdir(&self, path: &[u8], mode: u32) -> SysResult {
         let mut looked = self.looked();
-        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
+        let (_change, parent, name) = self.new_entry(path, true, &mut looked)?;
         let umask = process::umask();
         let args = Mkdir {
             mode: mode & !umask & 0o7777,
@@ -1743,7 +1776,7 @@ impl VirtualMount {
 
     pub(crate) fn mknod(&self, path: &[u8], mode: u32, rdev: u32) -> SysResult {
         let mut looked = self.looked();
-        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
+        let (_change, parent, name) = self.new_entry(path, false, &mut looked)?;
         let kind = match mode & libc::S_IFMT {
             0 => libc::S_IFREG,
             k
@@ -1767,15 +1800,19 @@ impl VirtualMount {
     pub(crate) fn link(&self, from: &[u8], to: &[u8], follow: bool) -> SysResult {
         let mut change = self.changing();
         let mut looked = self.looked();
+        // A trailing slash follows (`resolve`): a directory, EPERM.
         let a = self.resolve(from, follow, &mut looked)?;
         let (node, attr) = a.node.ok_or(libc::ENOENT)?;
         change.inos.push(attr.ino);
         if attr.mode & libc::S_IFMT == libc::S_IFDIR {
             return Err(libc::EPERM);
         }
-        let b = self.resolve(to, false, &mut looked)?;
+        let b = self.resolve_name(to, &mut looked)?;
         if b.node.is_some() {
             return Err(libc::EEXIST);
+        }
+        if wants_directory(to) {
+            return Err(libc::ENOENT);
         }
         change.inos.push(b.parent_ino);
         let name = b.name.ok_or(libc::EEXIST)?;
@@ -1806,7 +1843,7 @@ impl VirtualMount {
         let (parent, parent_ino, name, attr) = match cached {
             Some(((parent, parent_ino, name), attr)) => (parent, parent_ino, name, attr),
             None => {
-                let r = self.resolve(path, false, &mut looked)?;
+                let r = self.resolve_name(path, &mut looked)?;
                 let (_, attr) = r.node.ok_or(libc::ENOENT)?;
                 (r.parent, r.parent_ino, r.name.ok_or(libc::EBUSY)?, attr)
             }
@@ -1820,6 +1857,8 @@ impl VirtualMount {
             (true, true) => self.fs.rmdir(&ctx, parent, name).map_err(err)?,
             (true, false) => return Err(libc::ENOTDIR),
             (false, true) => return Err(libc::EISDIR),
+            // `unlink file/`: the slash wants a directory.
+            (false, false) if wants_directory(path) => return Err(libc::ENOTDIR),
             (false, false) => self.fs.unlink(&ctx, parent, name).map_err(err)?,
         }
         Ok(0)
@@ -1828,9 +1867,16 @@ impl VirtualMount {
     pub(crate) fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> SysResult {
         let mut change = self.changing();
         let mut looked = self.looked();
-        let a = self.resolve(from, false, &mut looked)?;
-        let b = self.resolve(to, false, &mut looked)?;
-        a.node.ok_or(libc::ENOENT)?;
+        let a = self.resolve_name(from, &mut looked)?;
+        let b = self.resolve_name(to, &mut looked)?;
+        let (_, moved) = a.node.ok_or(libc::ENOENT)?;
+        // Trailing slashes only when a directory moves (the kernel's
+        // do_renameat2).
+        if moved.mode & libc::S_IFMT != libc::S_IFDIR
+            && (wants_directory(from) || wants_directory(to))
+        {
+            return Err(libc::ENOTDIR);
+        }
         let (Some(na), Some(nb)) = (a.name, b.name) else {
             return Err(libc::EBUSY);
         };
@@ -1869,7 +1915,7 @@ impl VirtualMount {
 
     pub(crate) fn symlink(&self, target: &[u8], path: &[u8]) -> SysResult {
         let mut looked = self.looked();
-        let (_change, parent, name) = self.new_entry(path, &mut looked)?;
+        let (_change, parent, name) = self.new_entry(path, false, &mut looked)?;
         let e = self
             .fs
             .symlink(
@@ -2182,6 +2228,38 @@ fn join_inside(base: &[u8], path: &[u8]) -> Vec<u8> {
     joined.push(b'/');
     joined.extend_from_slice(path);
     joined
+}
+
+/// The walk of `path` leaves the mount for `base`: the call is to be made
+/// again on `base` plus the components still `pending` (in reverse order,
+/// as the walk pops them) and `path`'s trailing slash ("must be a
+/// directory"). Returns the walk's EXDEV, beside which that path is left.
+fn escape(base: &[u8], pending: &[Vec<u8>], path: &[u8]) -> i32 {
+    let mut outside = base.to_vec();
+    for c in pending.iter().rev() {
+        outside.push(b'/');
+        outside.extend_from_slice(c);
+    }
+    if path.ends_with(b"/") {
+        outside.push(b'/');
+    }
+    set_escaped(&outside);
+    libc::EXDEV
+}
+
+/// The directory holding absolute `path` ("/" for "/x").
+fn parent_dir(path: &[u8]) -> &[u8] {
+    let trimmed = &path[..path.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1)];
+    match trimmed.iter().rposition(|&c| c == b'/') {
+        Some(0) | None => b"/",
+        Some(i) => &trimmed[..i],
+    }
+}
+
+/// Whether `path` ends in a slash after a name: the kernel then wants a
+/// directory there, whatever the call.
+fn wants_directory(path: &[u8]) -> bool {
+    path.ends_with(b"/") && path.iter().any(|&c| c != b'/')
 }
 
 /// "." and ".." taken out by name (the kernel would walk them; the paths
