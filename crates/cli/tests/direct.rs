@@ -947,3 +947,58 @@ ls -A | sort
         assert_eq!(text(&got), text(&want), "{fs}");
     }
 }
+
+/// The filesystem's own descriptors (stackfs's source root, its /proc
+/// directory, node and open-file descriptors) share the program's table:
+/// they are moved out of its way and left alone by its close, close_range
+/// and dup2. Before, bash's `exec 3>/dev/null` put /dev/null where stackfs
+/// kept its root (every later path in the mount failed: "Not a
+/// directory"), and Python's subprocess, which closes every descriptor
+/// before exec, could not run a program through a link in the mount.
+#[test]
+fn the_filesystems_descriptors_survive_what_programs_do_to_theirs() {
+    let s = scratch("direct-kept-fds");
+    let script = r#"
+set -u
+d="$1"
+cd "$d"
+mkdir -p sub && echo data > sub/f && ln -s /usr/bin/env runner
+ls >/dev/null
+exec 3>/dev/null 4>/dev/null 5>/dev/null 6>/dev/null 7>/dev/null
+echo more > sub/g; cat sub/f sub/g; ls sub; mkdir made; ls
+exec 3>&- 4>&- 5>&- 6>&- 7>&-
+python3 - <<'PY'
+import os, subprocess
+print(subprocess.run(['./runner', 'echo', 'through a link'], capture_output=True, text=True).stdout, end='')
+os.closerange(3, 4096)
+for fd in range(3, 1100):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+print(sorted(os.listdir('sub')), open('sub/g').read(), end='')
+PY
+"#;
+    let native = s.path().join("native");
+    std::fs::create_dir_all(&native).unwrap();
+    let want = Command::new("bash")
+        .args(["-c", script, "bash", native.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(want.status.success(), "natively: {}", text(&want));
+    for fs in ["stackfs", "pathfs", "memfs"] {
+        let src = s.path().join(format!("src-{fs}"));
+        std::fs::create_dir_all(&src).unwrap();
+        let spec = match fs {
+            "memfs" => fs.to_string(),
+            _ => format!("{fs}:{}", src.display()),
+        };
+        let at = s.path().join(format!("mnt-{fs}"));
+        let got = direct(
+            &spec,
+            &at,
+            &["bash", "-c", script, "bash", at.to_str().unwrap()],
+        );
+        assert_eq!(text(&got), text(&want), "{fs}");
+    }
+}

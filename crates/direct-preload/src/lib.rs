@@ -156,6 +156,8 @@ fn start() {
     // (stackfs clears the umask: the kernel applies the caller's); here
     // the process is the application's.
     let umask = rustix::process::umask(rustix::fs::Mode::empty());
+    // Its descriptors, its root's first, out of the application's way.
+    fusebox_direct::keep_descriptors();
     let fs = build(&spec);
     rustix::process::umask(umask);
     let (fs, default_pages) = fs.unwrap_or_else(|e| fail(e));

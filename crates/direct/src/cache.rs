@@ -8,7 +8,10 @@
 //! inheriting its descriptor — so `git status` or `make` run again and
 //! again, each a new process, find what the last one looked up. A slot
 //! is a seqlock: a reader that raced a writer sees a miss, never a torn
-//! entry. A program that lost the descriptor (one that closed all others
+//! entry. A slot knows its path by a 128-bit hash under a key the run
+//! draws (SipHash-1-3), not by the path itself: less than half the memory
+//! to touch, paths of any length, and no two paths that collide can be
+//! named without the key. A program that lost the descriptor (one that closed all others
 //! and executed another) runs without the cache rather than with an
 //! incoherent one.
 //!
@@ -46,6 +49,8 @@ use fusebox::fs::Filesystem;
 use fusebox::types::{FileAttr, Timespec};
 use fusebox::NodeId;
 
+use crate::intercept::raw_syscall;
+
 /// Names the shared page's descriptor to the programs the run executes.
 pub const SHARED_VAR: &str = "FUSEBOX_DIRECT_SHARED";
 /// Pages of file data the page cache holds per process; 0 turns it off
@@ -76,6 +81,10 @@ pub struct Shared {
     misses: AtomicU64,
     /// The table's size, a power of two, set by the run's first process.
     slots: AtomicU64,
+    /// The key of the paths' hash (SipHash-1-3, 128 bits), drawn by the
+    /// run's first process: an entry is known by that hash alone, and
+    /// nobody can name two paths that collide without the key.
+    key: [AtomicU64; 2],
     /// Bumped when a name hashing to the slot goes away or moves.
     names: [AtomicU64; NAME_SLOTS],
     /// Bumped when the attributes of an inode hashing to the slot change
@@ -105,8 +114,6 @@ fn name_slot(name: &[u8]) -> usize {
     (mixed(fnv1a(name)) % NAME_SLOTS as u64) as usize
 }
 
-/// Paths up to this long are cached (longer ones are looked up).
-const PATH_WORDS: usize = 24;
 const ATTR_WORDS: usize = 12;
 /// Slots a key may sit in, from its hash on.
 const PROBES: usize = 4;
@@ -118,17 +125,18 @@ const MAX_SLOTS: u64 = 1 << 20;
 struct Slot {
     /// Even: stable; odd: being written.
     seq: AtomicU64,
-    /// The key's hash; 0: empty.
+    /// The path's hash, first half (picks the slot); 0: empty.
     hash: AtomicU64,
-    /// Path length.
-    len: AtomicU64,
+    /// Its second half. A slot holds no path: 144 bytes, where one with
+    /// the path held 336, so a run that makes as many entries touches
+    /// (and the kernel allocates and zeroes) fewer than half the pages.
+    check: AtomicU64,
     /// The names stamp of its path and the inode's stamp, when made.
     names: AtomicU64,
     ino: AtomicU64,
     /// CLOCK_MONOTONIC nanoseconds.
     until: AtomicU64,
     attr: [AtomicU64; ATTR_WORDS],
-    path: [AtomicU64; PATH_WORDS],
 }
 
 pub struct MetaCache {
@@ -151,14 +159,9 @@ fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// The path's hash, mixed (splitmix64's finaliser, `mixed`): FNV-1a's low
-/// bits, which pick the slot, hardly differ between paths that differ in
-/// their last characters (f1, f2, ...), so probes ran into each other and
-/// names shared their stamps. Never 0, which marks an empty slot.
-fn key_hash(path: &[u8]) -> u64 {
-    mixed(fnv1a(path)).max(1)
-}
-
+/// splitmix64's finaliser: FNV-1a's low bits, which pick the stamp, hardly
+/// differ between names that differ in their last characters (f1, f2,
+/// ...), which then shared their stamps.
 fn mixed(mut h: u64) -> u64 {
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -167,16 +170,6 @@ fn mixed(mut h: u64) -> u64 {
 
 fn is_link(attr: &FileAttr) -> bool {
     attr.mode & libc::S_IFMT == libc::S_IFLNK
-}
-
-fn path_words(path: &[u8]) -> [u64; PATH_WORDS] {
-    let mut w = [0u64; PATH_WORDS];
-    for (i, chunk) in path.chunks(8).enumerate() {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        w[i] = u64::from_le_bytes(b);
-    }
-    w
 }
 
 fn attr_words(a: &FileAttr) -> [u64; ATTR_WORDS] {
@@ -220,21 +213,12 @@ fn attr_of(w: &[u64; ATTR_WORDS]) -> FileAttr {
 impl Slot {
     /// The attributes, stamps and deadline if this slot holds `key`
     /// (consistently read).
-    fn read(
-        &self,
-        hash: u64,
-        len: u64,
-        words: &[u64; PATH_WORDS],
-    ) -> Option<([u64; ATTR_WORDS], [u64; 3])> {
+    fn read(&self, (hash, check): (u64, u64)) -> Option<([u64; ATTR_WORDS], [u64; 3])> {
         let seq = self.seq.load(Ordering::Acquire);
         if seq & 1 == 1
             || self.hash.load(Ordering::Relaxed) != hash
-            || self.len.load(Ordering::Relaxed) != len
+            || self.check.load(Ordering::Relaxed) != check
         {
-            return None;
-        }
-        let used = (len as usize).div_ceil(8);
-        if (0..used).any(|i| self.path[i].load(Ordering::Relaxed) != words[i]) {
             return None;
         }
         let attr = std::array::from_fn(|i| self.attr[i].load(Ordering::Relaxed));
@@ -290,6 +274,14 @@ impl MetaCache {
         self.shared_fd
     }
 
+    /// `path`'s hash under the run's key: (slot-picking half, never 0;
+    /// other half).
+    fn key(&self, path: &[u8]) -> (u64, u64) {
+        let k = |i: usize| self.shared.key[i].load(Ordering::Relaxed);
+        let h = siphasher::sip128::SipHasher13::new_with_keys(k(0), k(1)).hash(path);
+        (h.h1.max(1), h.h2)
+    }
+
     fn probes(&self, hash: u64) -> impl Iterator<Item = &Slot> {
         let mask = self.table.len() as u64 - 1;
         (0..PROBES as u64).map(move |i| &self.table[((hash + i) & mask) as usize])
@@ -312,13 +304,8 @@ impl MetaCache {
     /// `put`), so both answers are the same, except for a symlink at the
     /// end, whose entry answers only lstat.
     fn lookup(&self, path: &[u8], follow: bool) -> Option<FileAttr> {
-        if path.len() > PATH_WORDS * 8 {
-            return None;
-        }
-        let (hash, words) = (key_hash(path), path_words(path));
-        let len = path.len() as u64;
-        let (attr, [names, ino, until]) =
-            self.probes(hash).find_map(|s| s.read(hash, len, &words))?;
+        let key = self.key(path);
+        let (attr, [names, ino, until]) = self.probes(key.0).find_map(|s| s.read(key))?;
         let attr = attr_of(&attr);
         if follow && is_link(&attr) {
             return None;
@@ -360,23 +347,18 @@ impl MetaCache {
     ) {
         // What a followed link led to is not the path's own (a resolution
         // through a link is never kept; this is the belt to those braces).
-        if ttl.is_zero()
-            || epoch != self.epoch()
-            || path.len() > PATH_WORDS * 8
-            || (follow && is_link(&attr))
-        {
+        if ttl.is_zero() || epoch != self.epoch() || (follow && is_link(&attr)) {
             return;
         }
         let ino = self.ino_stamp(attr.ino);
-        let (hash, words) = (key_hash(path), path_words(path));
-        let len = path.len() as u64;
+        let (hash, check) = self.key(path);
         let now = now_ns();
         // The key's own slot, else a free or expired one, else the one
         // closest to expiring.
         let slot = self
             .probes(hash)
             .find(|s| {
-                s.hash.load(Ordering::Relaxed) == hash && s.len.load(Ordering::Relaxed) == len
+                s.hash.load(Ordering::Relaxed) == hash && s.check.load(Ordering::Relaxed) == check
             })
             .or_else(|| {
                 self.probes(hash).find(|s| {
@@ -398,10 +380,7 @@ impl MetaCache {
             return;
         }
         slot.hash.store(hash, Ordering::Relaxed);
-        slot.len.store(len, Ordering::Relaxed);
-        for (d, w) in slot.path.iter().zip(words) {
-            d.store(w, Ordering::Relaxed);
-        }
+        slot.check.store(check, Ordering::Relaxed);
         for (d, w) in slot.attr.iter().zip(attr_words(&attr)) {
             d.store(w, Ordering::Relaxed);
         }
@@ -515,6 +494,17 @@ fn map(fd: i32, set_slots: Option<u64>) -> Option<Mapped> {
     // unmapped, which `Shared` (atomics only) fits in (asserted above).
     let shared: &'static Shared = unsafe { &*(header as *const Shared) };
     if let Some(n) = set_slots {
+        let mut key = [0u64; 2];
+        let got = raw_syscall(
+            libc::SYS_getrandom,
+            [key.as_mut_ptr() as u64, 16, 0, 0, 0, 0],
+        );
+        if got != 16 {
+            return None;
+        }
+        for (k, v) in shared.key.iter().zip(key) {
+            k.store(v, Ordering::Relaxed);
+        }
         shared.slots.store(n, Ordering::Release);
     }
     let slots = shared.slots.load(Ordering::Acquire);
@@ -757,14 +747,15 @@ mod tests {
         put(b"dir/f", true, a, ttl, cache.epoch());
         cache.name_gone(b"dir");
         assert_eq!(cache.get(b"dir/f", true), None);
-        // Overwritten in place; no TTL, not kept; long paths not kept.
+        // Overwritten in place; no TTL, not kept.
         put(b"dir/f", true, attr(7, 1), ttl, cache.epoch());
         assert_eq!(cache.get(b"dir/f", true).map(|a| a.size), Some(1));
         put(b"dir/z", true, a, Duration::ZERO, cache.epoch());
         assert_eq!(cache.get(b"dir/z", true), None);
-        let long = vec![b'x'; PATH_WORDS * 8 + 1];
+        let long = vec![b'x'; 4000];
         put(&long, true, a, ttl, cache.epoch());
-        assert_eq!(cache.get(&long, true), None);
+        assert_eq!(cache.get(&long, true), Some(a), "any length kept");
+        assert_eq!(cache.get(&long[1..], true), None);
         // Many keys in a small table: what is found is right.
         for i in 0..500u64 {
             put(

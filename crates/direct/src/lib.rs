@@ -14,6 +14,7 @@ mod appmem;
 pub mod cache;
 pub mod intercept;
 mod kabi;
+mod kept;
 mod placeholder;
 mod process;
 mod rewrite;
@@ -24,5 +25,6 @@ pub mod vfs;
 
 pub use cache::MetaCache;
 pub use intercept::{Action, InterceptError, Mechanism, Syscall};
+pub use kept::keep_descriptors;
 pub use route::{cache_stats, serve, CWD_VAR, STATS_VAR};
 pub use vfs::VirtualMount;

@@ -64,6 +64,9 @@ pub fn cache_stats() -> Option<crate::cache::CacheStats> {
 /// Serve `mount` to this process (and the threads and children it creates
 /// from now on) through system call interception.
 pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
+    // (Descriptors the filesystem made before this are where they are;
+    // `keep_descriptors` before building it keeps those too.)
+    crate::kept::keep_descriptors();
     use std::os::unix::ffi::OsStringExt;
     let var = |k: &str| std::env::var_os(k).map(|v| (k.as_bytes().to_vec(), v.into_vec()));
     let carried: Option<Vec<_>> = CARRIED.iter().map(|k| var(k)).collect();
@@ -286,6 +289,8 @@ fn route(call: &Syscall) -> Action {
         // subprocess) must not cut that one off from the run's epoch.
         SYS_close if m.cache_shared_fd() == Some(fd_arg(a[0])) => Action::Return(0),
         SYS_close if crate::shared::client::is_internal(fd_arg(a[0])) => Action::Return(0),
+        // Not the application's: it never got that number.
+        SYS_close if crate::kept::is_kept(fd_arg(a[0])) => answer(Err(EBADF)),
         SYS_close => match m.close(fd_arg(a[0])) {
             Some(r) => answer(r),
             None => {
@@ -480,13 +485,14 @@ fn route(call: &Syscall) -> Action {
         SYS_close_range => {
             let (first, last) = (a[0] as u32, a[1] as u32);
             // Around the shared page, the run's server door and its
-            // connections (see close).
+            // connections (see close), and the filesystem's descriptors.
             let mut keep: Vec<u32> = m
                 .cache_shared_fd()
                 .map(|fd| fd as u32)
                 .into_iter()
                 .chain(crate::shared::client::internal_fds())
                 .filter(|fd| (first..=last).contains(fd))
+                .chain(crate::kept::kept_in(first, last))
                 .collect();
             keep.sort_unstable();
             keep.dedup();
@@ -525,6 +531,10 @@ fn route(call: &Syscall) -> Action {
             }
         }
         SYS_dup => duplicate(m, call, fd_arg(a[0]), None),
+        // The filesystem's own descriptor cannot make room (it holds the
+        // number): a clear error rather than the filesystem then acting
+        // on the application's file.
+        SYS_dup2 | SYS_dup3 if crate::kept::is_kept(fd_arg(a[1])) => answer(Err(EBUSY)),
         SYS_dup2 | SYS_dup3 => {
             if m.file(fd_arg(a[1])).is_none() {
                 m.others_closed(a[1] as u32, a[1] as u32);

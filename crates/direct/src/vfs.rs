@@ -1042,8 +1042,9 @@ impl VirtualMount {
         if fd < 0 {
             return Err(-fd as i32);
         }
-        match file.lock_fd.set(fd as i32) {
-            Ok(()) => Ok(fd as i32),
+        let fd = crate::kept::keep_raw(fd as i32);
+        match file.lock_fd.set(fd) {
+            Ok(()) => Ok(fd),
             Err(_) => {
                 // Another thread got there first.
                 raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);

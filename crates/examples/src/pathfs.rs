@@ -92,7 +92,7 @@ impl PathPassthrough {
         rustix::process::umask(Mode::empty());
         Ok(PathPassthrough {
             source,
-            root,
+            root: fusebox::descriptors::keep(root),
             files: DashMap::new(),
             dirs: DashMap::new(),
             next_handle: AtomicU64::new(1),
@@ -136,6 +136,7 @@ impl PathPassthrough {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
+        .map(fusebox::descriptors::keep)
         .map_err(errno)
     }
 
@@ -145,7 +146,8 @@ impl PathPassthrough {
 
     fn insert_file(&self, fd: OwnedFd) -> Opened {
         let id = self.new_handle();
-        self.files.insert(id, Arc::new(fd));
+        self.files
+            .insert(id, Arc::new(fusebox::descriptors::keep(fd)));
         Opened {
             fh: FileHandle(id),
             flags: open_flags(&self.opts),
@@ -320,7 +322,8 @@ impl PathFilesystem for PathPassthrough {
             Mode::empty(),
         )
         .map_err(errno)?;
-        self.files.insert(h.fh, Arc::new(fd));
+        self.files
+            .insert(h.fh, Arc::new(fusebox::descriptors::keep(fd)));
         Ok(())
     }
 

@@ -15,6 +15,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod descriptors;
 pub mod dispatch;
 pub mod error;
 pub mod fs;

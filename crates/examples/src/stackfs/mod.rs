@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fusebox::abi::flags::{fopen, init};
+use fusebox::descriptors::keep;
 use fusebox::fs::ops::*;
 use fusebox::protocol::{Connection, DataOut, DirEntries, Notifier};
 use fusebox::*;
@@ -170,6 +171,8 @@ impl StackFs {
             Mode::empty(),
         )?;
         rustix::process::umask(Mode::empty());
+        let (root, root_mount) = (keep(root), keep(root_mount));
+        let proc_self_fd = keep(proc_self_fd);
         let timeouts = opts.fs.timeouts_or(if opts.exclusive {
             Timeouts::DAY
         } else {
@@ -212,9 +215,12 @@ impl StackFs {
     ) -> FsResult<SourceFile> {
         // Out of fds: the node cache gives some back, and the open is tried
         // once more.
-        let open = |f: OFlags| match open(f) {
-            Err(Errno::EMFILE | Errno::ENFILE) if self.nodes.shed() > 0 => open(f),
-            r => r,
+        let open = |f: OFlags| {
+            match open(f) {
+                Err(Errno::EMFILE | Errno::ENFILE) if self.nodes.shed() > 0 => open(f),
+                r => r,
+            }
+            .map(keep)
         };
         if !self.writeback.load(Ordering::Relaxed) {
             return Ok(SourceFile::cached(open(flags)?));
@@ -404,7 +410,7 @@ impl StackFs {
         }
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(pfd, &cstr(name)?, flags, Mode::empty()) {
-            Ok(fd) => fd,
+            Ok(fd) => keep(fd),
             // Near the fd limit: do without the cache rather than fail the
             // call after the object was made.
             Err(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE) => {
@@ -433,6 +439,7 @@ impl StackFs {
                 flags | OFlags::CLOEXEC,
                 Mode::empty(),
             )
+            .map(keep)
             .map_err(errno),
             None => self
                 .nodes

@@ -133,7 +133,8 @@ impl NodeTable {
             }
             MapEntry::Vacant(v) => {
                 if !self.mount_fds.contains_key(&dev) {
-                    self.mount_fds.insert(dev, Arc::new(open_mount_fd()?));
+                    let fd = fusebox::descriptors::keep(open_mount_fd()?);
+                    self.mount_fds.insert(dev, Arc::new(fd));
                 }
                 let id = self.next.fetch_add(1, Ordering::Relaxed);
                 let node = Node {
@@ -211,6 +212,7 @@ impl NodeTable {
             Err(Errno::EMFILE | Errno::ENFILE) if self.shed() > 0 => open(),
             r => r,
         }
+        .map(fusebox::descriptors::keep)
     }
 
     /// The process ran out of fds: close an eighth of the cached ones

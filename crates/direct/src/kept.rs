@@ -1,0 +1,140 @@
+//! The filesystem's own descriptors, kept out of the application's way
+//! (see `fusebox::descriptors`): each one the filesystem hands over is
+//! moved to `FLOOR` or above — where programs rarely number their own, as
+//! the kernel gives the lowest free number — and remembered there by the
+//! identity of what it opens, so that the application's close,
+//! close_range and dup2 leave it alone (route.rs). Before this, bash's
+//! `exec 3>/dev/null` put /dev/null where stackfs kept its source's root,
+//! and every later path in the mount failed.
+//!
+//! A descriptor the filesystem closes stays remembered (it closes it
+//! through its own `OwnedFd`, which this module does not see); the
+//! identity tells: a number now open on something else is the
+//! application's, and is forgotten here when first asked about.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::intercept::raw_syscall;
+
+/// Where the filesystem's descriptors go: below the 1,024 many programs
+/// run with, above what they number their own.
+pub(crate) const FLOOR: i32 = 512;
+/// Descriptors remembered, from FLOOR on (this machine allows 20,000).
+const SLOTS: usize = 32_768;
+
+/// The identity of the file behind each kept descriptor (0: none).
+static KEPT: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+/// Device and inode, hashed; never 0. None if `fd` is not open.
+fn identity(fd: i32) -> Option<u64> {
+    // x86_64's struct stat, 144 bytes: st_dev, then st_ino.
+    let mut st = [0u64; 18];
+    let ret = raw_syscall(
+        libc::SYS_fstat,
+        [fd as u64, st.as_mut_ptr() as u64, 0, 0, 0, 0],
+    );
+    if ret < 0 {
+        return None;
+    }
+    let h = (st[0] ^ st[1].rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    Some(h | 1)
+}
+
+fn slot(fd: i32) -> Option<&'static AtomicU64> {
+    KEPT.get(usize::try_from(fd.checked_sub(FLOOR)?).ok()?)
+}
+
+/// The keeper `fusebox::descriptors::keep` calls in direct mode.
+fn keeper(fd: OwnedFd) -> OwnedFd {
+    if fd.as_raw_fd() >= FLOOR && slot(fd.as_raw_fd()).is_some() {
+        remember(&fd);
+        return fd;
+    }
+    // Fails where the descriptor limit is at or below FLOOR, or every
+    // number above it is taken: the filesystem keeps it where it is.
+    let Ok(high) = rustix::io::fcntl_dupfd_cloexec(&fd, FLOOR) else {
+        return fd;
+    };
+    if slot(high.as_raw_fd()).is_none() {
+        return fd;
+    }
+    remember(&high);
+    high
+}
+
+fn remember(fd: &OwnedFd) {
+    remember_raw(fd.as_raw_fd());
+}
+
+fn remember_raw(fd: i32) {
+    if let (Some(s), Some(id)) = (slot(fd), identity(fd)) {
+        s.store(id, Ordering::Release);
+    }
+}
+
+/// `keeper` for a descriptor of direct mode's own, held by number (an
+/// open file's lock descriptor): the number to use from now on.
+pub(crate) fn keep_raw(fd: i32) -> i32 {
+    if slot(fd).is_some() {
+        remember_raw(fd);
+        return fd;
+    }
+    let high = raw_syscall(
+        libc::SYS_fcntl,
+        [
+            fd as u64,
+            libc::F_DUPFD_CLOEXEC as u64,
+            FLOOR as u64,
+            0,
+            0,
+            0,
+        ],
+    );
+    if high < 0 {
+        return fd;
+    }
+    let high = high as i32;
+    if slot(high).is_none() {
+        raw_syscall(libc::SYS_close, [high as u64, 0, 0, 0, 0, 0]);
+        return fd;
+    }
+    raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+    remember_raw(high);
+    high
+}
+
+/// From now on, descriptors the filesystem keeps are kept clear of the
+/// application. Call before building the filesystem (its root's
+/// descriptor is one); calling again does nothing.
+pub fn keep_descriptors() {
+    fusebox::descriptors::set_keeper(keeper);
+}
+
+/// Whether `fd` is one of the filesystem's kept descriptors (a system call
+/// only for a number remembered here).
+pub(crate) fn is_kept(fd: i32) -> bool {
+    let Some(s) = slot(fd) else {
+        return false;
+    };
+    let id = s.load(Ordering::Acquire);
+    if id == 0 {
+        return false;
+    }
+    if identity(fd) == Some(id) {
+        return true;
+    }
+    // Closed by the filesystem since, the number reused by the
+    // application (or by nothing).
+    let _ = s.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed);
+    false
+}
+
+/// The kept descriptors in `first..=last`, in order.
+pub(crate) fn kept_in(first: u32, last: u32) -> impl Iterator<Item = u32> {
+    let lo = first.max(FLOOR as u32);
+    let hi = last.min(FLOOR as u32 + SLOTS as u32 - 1);
+    (lo..=hi).filter(|&fd| {
+        KEPT[(fd - FLOOR as u32) as usize].load(Ordering::Relaxed) != 0 && is_kept(fd as i32)
+    })
+}
