@@ -52,6 +52,16 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+/// `bash -c SCRIPT bash ARG` on the native directory: what direct mode's
+/// run of the same script must print.
+fn script_natively(script: &str, arg: &str) -> Output {
+    let want = Command::new("bash")
+        .args(["-c", script, "bash", arg])
+        .output()
+        .unwrap();
+    assert!(want.status.success(), "natively: {}", text(&want));
+    want
+}
 
 /// Every entry under `root`: kind, mode, size and content.
 fn tree(root: &Path) -> Vec<String> {
@@ -863,11 +873,7 @@ python3 -m venv --without-pip venv
 ./venv/bin/python -c "import sys; print(sys.prefix.endswith('/venv'))"
 ls venv/bin | sort
 "#;
-    let want = Command::new("bash")
-        .args(["-c", script, "bash", native.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(want.status.success(), "natively: {}", text(&want));
+    let want = script_natively(script, native.to_str().unwrap());
     for fs in [format!("stackfs:{}", src.display()), "memfs".to_string()] {
         let at = s.path().join(format!("mnt-{}", fs.len()));
         let got = direct(
@@ -925,11 +931,7 @@ ls -A | sort
     // The same siblings as beside each mount: sibling, src.
     std::fs::create_dir_all(native.join("sibling")).unwrap();
     std::fs::create_dir_all(native.join("src")).unwrap();
-    let want = Command::new("bash")
-        .args(["-c", script, "bash", native.join("mnt").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(want.status.success(), "natively: {}", text(&want));
+    let want = script_natively(script, native.join("mnt").to_str().unwrap());
     for fs in ["stackfs", "memfs"] {
         let base = s.path().join(fs);
         std::fs::create_dir_all(base.join("sibling")).unwrap();
@@ -981,11 +983,7 @@ PY
 "#;
     let native = s.path().join("native");
     std::fs::create_dir_all(&native).unwrap();
-    let want = Command::new("bash")
-        .args(["-c", script, "bash", native.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(want.status.success(), "natively: {}", text(&want));
+    let want = script_natively(script, native.to_str().unwrap());
     for fs in ["stackfs", "pathfs", "memfs"] {
         let src = s.path().join(format!("src-{fs}"));
         std::fs::create_dir_all(&src).unwrap();
