@@ -62,6 +62,25 @@ fn script_natively(script: &str, arg: &str) -> Output {
     assert!(want.status.success(), "natively: {}", text(&want));
     want
 }
+/// `script` (`bash -c SCRIPT bash MOUNT`) in direct mode on each of
+/// `filesystems` (a source directory each under `base`) prints `want`.
+fn same_as_natively(base: &Path, filesystems: &[&str], script: &str, want: &Output) {
+    for fs in filesystems {
+        let src = base.join(format!("src-{fs}"));
+        std::fs::create_dir_all(&src).unwrap();
+        let spec = match *fs {
+            "memfs" | "nullfs" => fs.to_string(),
+            _ => format!("{fs}:{}", src.display()),
+        };
+        let at = base.join(format!("mnt-{fs}"));
+        let got = direct(
+            &spec,
+            &at,
+            &["bash", "-c", script, "bash", at.to_str().unwrap()],
+        );
+        assert_eq!(text(&got), text(want), "{fs}");
+    }
+}
 
 /// Every entry under `root`: kind, mode, size and content.
 fn tree(root: &Path) -> Vec<String> {
@@ -984,19 +1003,34 @@ PY
     let native = s.path().join("native");
     std::fs::create_dir_all(&native).unwrap();
     let want = script_natively(script, native.to_str().unwrap());
-    for fs in ["stackfs", "pathfs", "memfs"] {
-        let src = s.path().join(format!("src-{fs}"));
-        std::fs::create_dir_all(&src).unwrap();
-        let spec = match fs {
-            "memfs" => fs.to_string(),
-            _ => format!("{fs}:{}", src.display()),
-        };
-        let at = s.path().join(format!("mnt-{fs}"));
-        let got = direct(
-            &spec,
-            &at,
-            &["bash", "-c", script, "bash", at.to_str().unwrap()],
-        );
-        assert_eq!(text(&got), text(&want), "{fs}");
-    }
+    same_as_natively(s.path(), &["stackfs", "pathfs", "memfs"], script, &want);
+}
+
+/// A file's offset is its placeholder's, shared with a forked child and
+/// dup'ed descriptors as the kernel shares it; while no other process
+/// holds it, the process keeps the value it last set instead of asking
+/// the kernel at each read and write: after a fork it must ask again.
+#[test]
+fn a_forked_childs_writes_move_the_offset_its_parent_sees() {
+    let s = scratch("direct-offsets");
+    let script = r#"
+python3 - "$1" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+fd = os.open(d + "/o", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+os.write(fd, b"a")
+pid = os.fork()
+if pid == 0:
+    os.write(fd, b"b"); os.lseek(fd, 10, 0); os.write(fd, b"X"); os._exit(0)
+os.waitpid(pid, 0)
+os.write(fd, b"c")
+print(os.lseek(fd, 0, 1))
+fd2 = os.dup(fd); os.write(fd2, b"d"); print(os.lseek(fd, 0, 1))
+os.lseek(fd, 0, 0); print(os.read(fd, 100))
+PY
+"#;
+    let native = s.path().join("native");
+    let want = script_natively(script, native.to_str().unwrap());
+    same_as_natively(s.path(), &["stackfs", "memfs"], script, &want);
 }

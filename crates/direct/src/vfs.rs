@@ -140,6 +140,26 @@ pub(crate) struct OpenFile {
 struct Position {
     /// Directories: the cookie of the next entry to list.
     dir_cookie: u64,
+    /// The placeholder's offset as this process last set it: still the
+    /// file's while no other process holds the placeholder (see
+    /// `OpenFile::born`), which saves asking the kernel (an lseek) on
+    /// every read and write.
+    known: Option<u64>,
+}
+
+impl Position {
+    /// The file's offset, which is `fd`'s (the placeholder's).
+    fn offset(&self, fd: i32, file: &OpenFile) -> u64 {
+        match self.known {
+            Some(at) if file.born == crate::intercept::descriptor_shares() => at,
+            _ => offset_of(fd),
+        }
+    }
+
+    fn set(&mut self, fd: i32, offset: u64) {
+        set_offset(fd, offset);
+        self.known = Some(offset);
+    }
 }
 
 fn offset_of(fd: i32) -> u64 {
@@ -912,6 +932,11 @@ impl VirtualMount {
         file.born = crate::intercept::descriptor_shares();
         let own = !self.state().shared_child();
         let fd = self.pool.make(&record, cloexec, own)?;
+        // New or rewound.
+        file.position
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .known = Some(0);
         if own {
             self.state().files.insert(fd, Arc::new(file));
         }
@@ -1415,8 +1440,8 @@ impl VirtualMount {
         if file.flags() & libc::O_ACCMODE == libc::O_WRONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
-        let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
-        let start = at.unwrap_or_else(|| offset_of(fd));
+        let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = at.unwrap_or_else(|| pos.offset(fd, file));
         let ctx = Self::ctx();
         if let Some(pages) = self
             .pages
@@ -1425,7 +1450,7 @@ impl VirtualMount {
         {
             let done = self.read_paged(pages, &ctx, file, start, len, put)?;
             if at.is_none() {
-                set_offset(fd, start + done as u64);
+                pos.set(fd, start + done as u64);
             }
             return Ok(done as i64);
         }
@@ -1459,7 +1484,7 @@ impl VirtualMount {
             }
         }
         if at.is_none() {
-            set_offset(fd, start + done as u64);
+            pos.set(fd, start + done as u64);
         }
         Ok(done as i64)
     }
@@ -1553,7 +1578,7 @@ impl VirtualMount {
         }
         file.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         let ctx = Self::ctx();
-        let _serial = file.position.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         if at.is_none() && file.flags() & libc::O_APPEND != 0 {
             if let Some(server) = crate::shared::client::appender(&file.fs) {
                 // The run's server appends where the end is when it
@@ -1565,7 +1590,7 @@ impl VirtualMount {
                     Ok(n)
                 })?;
                 if done > 0 {
-                    set_offset(fd, end);
+                    pos.set(fd, end);
                 }
                 return Ok(done as i64);
             }
@@ -1579,7 +1604,7 @@ impl VirtualMount {
                     .attr
                     .size
             }
-            None => offset_of(fd),
+            None => pos.offset(fd, file),
         };
         let done = in_chunks(data, |done, chunk| {
             let args = Write {
@@ -1594,7 +1619,7 @@ impl VirtualMount {
             file.fs.write(&ctx, file.node, &args)
         })?;
         if at.is_none() {
-            set_offset(fd, start + done as u64);
+            pos.set(fd, start + done as u64);
         }
         Ok(done as i64)
     }
@@ -1611,7 +1636,7 @@ impl VirtualMount {
         }
         let base = match whence {
             libc::SEEK_SET => 0,
-            libc::SEEK_CUR => offset_of(fd) as i64,
+            libc::SEEK_CUR => pos.offset(fd, file) as i64,
             libc::SEEK_END => {
                 let attr = self
                     .fs
@@ -1626,7 +1651,7 @@ impl VirtualMount {
                     whence,
                 };
                 let at = self.fs.lseek(&Self::ctx(), file.node, &args).map_err(err)?;
-                set_offset(fd, at);
+                pos.set(fd, at);
                 return Ok(at as i64);
             }
             _ => return Err(libc::EINVAL),
@@ -1635,7 +1660,7 @@ impl VirtualMount {
             .checked_add(offset)
             .filter(|&n| n >= 0)
             .ok_or(libc::EINVAL)?;
-        set_offset(fd, new as u64);
+        pos.set(fd, new as u64);
         Ok(new)
     }
 
