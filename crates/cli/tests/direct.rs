@@ -944,6 +944,24 @@ try:
 except OSError as e:
     print('readlink dlink/:', os.strerror(e.errno))
 PY
+for c in 'stat -c %F a/.' 'stat -c %F a/..' 'rm sub/.' 'rmdir sub/.' 'rmdir sub/..' 'mv sub/. x' 'mkdir sub/.' 'touch a/.'; do
+  printf '%s: ' "$c"; $c 2>&1 | sed 's/.*: //'; echo " rc=${PIPESTATUS[0]}"
+done
+[ -e a/. ] && echo "a/. exists" || echo "a/. does not"
+echo x > ../sibling/out.tmp
+python3 -c "import os; os.replace('../sibling/out.tmp', '../sibling/out'); os.link('../sibling/out', '../sibling/out2'); print(sorted(os.listdir('../sibling')))"
+mv ../sibling/out2 ../sibling/out3; ls ../sibling | sort
+name=$(basename "$d"); ls ../"$name"/.. | sort | grep -v '^mnt'
+(cd .. && { rm "$name/a/" 2>&1 | sed 's/.*: //'; ls -d "$name/dlink/"; ls "$name/dlink/"; })
+(cd .. && python3 - "$name" <<'PY'
+import os, sys
+for p, fl in ((sys.argv[1] + '/new/', os.O_CREAT | os.O_WRONLY), (sys.argv[1] + '/sub', os.O_CREAT | os.O_RDONLY), (sys.argv[1] + '/nodir/x/', os.O_CREAT | os.O_WRONLY), (sys.argv[1] + '/a/x/', os.O_CREAT | os.O_WRONLY)):
+    try:
+        os.close(os.open(p, fl)); print(p, 'opened')
+    except OSError as e:
+        print(p, e.strerror)
+PY
+)
 ls -A | sort
 "#;
     let native = s.path().join("native");

@@ -8,9 +8,12 @@
 //! and every later path in the mount failed.
 //!
 //! A descriptor the filesystem closes stays remembered (it closes it
-//! through its own `OwnedFd`, which this module does not see); the
-//! identity tells: a number now open on something else is the
-//! application's, and is forgotten here when first asked about.
+//! through its own `OwnedFd`, which this module does not see) until the
+//! keeper gives the number out again; the identity tells: a number now
+//! open on something else is the application's. (A number the application
+//! got on the very file the filesystem had open there is taken for the
+//! filesystem's: it needs 512 descriptors open and the source's file
+//! opened directly.)
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,9 +59,8 @@ fn keeper(fd: OwnedFd) -> OwnedFd {
     let Ok(high) = rustix::io::fcntl_dupfd_cloexec(&fd, FLOOR) else {
         return fd;
     };
-    if slot(high.as_raw_fd()).is_none() {
-        return fd;
-    }
+    // Past the table (tens of thousands open): out of the way still,
+    // though not guarded.
     remember(&high);
     high
 }
@@ -95,10 +97,6 @@ pub(crate) fn keep_raw(fd: i32) -> i32 {
         return fd;
     }
     let high = high as i32;
-    if slot(high).is_none() {
-        raw_syscall(libc::SYS_close, [high as u64, 0, 0, 0, 0, 0]);
-        return fd;
-    }
     raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
     remember_raw(high);
     high
@@ -121,13 +119,11 @@ pub(crate) fn is_kept(fd: i32) -> bool {
     if id == 0 {
         return false;
     }
-    if identity(fd) == Some(id) {
-        return true;
-    }
-    // Closed by the filesystem since, the number reused by the
-    // application (or by nothing).
-    let _ = s.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed);
-    false
+    // Else closed by the filesystem since, the number reused by the
+    // application or by nothing. The entry is left for the keeper to
+    // overwrite: clearing it here could race with the filesystem opening
+    // the same file at the same number again.
+    identity(fd) == Some(id)
 }
 
 /// The kept descriptors in `first..=last`, in order.

@@ -173,6 +173,109 @@ fn exec(m: &VirtualMount, call: &Syscall, envp_arg: usize) -> Action {
     Action::Return(raw_syscall(call.nr, args))
 }
 
+/// A rename (its flags) or a link (whether the first path's last link is
+/// followed: linkat's AT_SYMLINK_FOLLOW; the second path's never is).
+#[derive(Clone, Copy)]
+enum TwoPathOp {
+    Rename(u32),
+    Link(bool),
+}
+
+/// Where one path of a two-path call ends up.
+enum Side {
+    /// In the mount: this path there.
+    Inside(Vec<u8>),
+    /// The kernel's: relative to this directory descriptor, at this
+    /// address of the program's (as it gave it) or this path of ours.
+    Outside(i32, OutsidePath),
+}
+
+enum OutsidePath {
+    Program(u64),
+    Ours(std::ffi::CString),
+}
+
+impl Side {
+    /// `(dirfd, path address)` for the kernel's call.
+    fn raw(&self) -> Option<(u64, u64)> {
+        match self {
+            Side::Inside(_) => None,
+            Side::Outside(d, OutsidePath::Program(addr)) => Some((*d as i64 as u64, *addr)),
+            Side::Outside(d, OutsidePath::Ours(c)) => Some((*d as i64 as u64, c.as_ptr() as u64)),
+        }
+    }
+}
+
+/// A rename or link with a path in the mount (`first`, `second`: dirfd,
+/// path address, and the path in the mount if it is there). Served if
+/// both are; else, or if a walk left the mount (`..` above its root, a
+/// link out), each path is followed to where it leads, as the kernel would
+/// walk it: both in the mount, served; both the kernel's, made by the
+/// kernel there (`mv ../a ../b` from the mount's root); one each, EXDEV,
+/// as between two filesystems.
+fn two_paths(
+    m: &VirtualMount,
+    first: (i32, u64, Option<Vec<u8>>),
+    second: (i32, u64, Option<Vec<u8>>),
+    op: TwoPathOp,
+) -> Action {
+    use libc::{SYS_linkat, SYS_renameat2, AT_FDCWD, AT_SYMLINK_FOLLOW, ELOOP, ENOENT, EXDEV};
+    let serve = |a: &[u8], b: &[u8]| match op {
+        TwoPathOp::Rename(flags) => m.rename(a, b, flags),
+        TwoPathOp::Link(follow) => m.link(a, b, follow),
+    };
+    if let (Some(a), Some(b)) = (&first.2, &second.2) {
+        match serve(a, b) {
+            Err(EXDEV) => {}
+            r => return answer(r),
+        }
+    }
+    let settle =
+        |(dirfd, addr, inside): (i32, u64, Option<Vec<u8>>), follow: bool| -> Result<Side, i32> {
+            let Some(mut path) = inside else {
+                return Ok(Side::Outside(dirfd, OutsidePath::Program(addr)));
+            };
+            // Out and back in (`../mnt/x`) and out again: as many times as a
+            // walk may follow links.
+            for _ in 0..MAX_ESCAPES {
+                let Some(outside) = m.leads_to(&path, follow)? else {
+                    return Ok(Side::Inside(path));
+                };
+                match m.place(AT_FDCWD, &outside) {
+                    Place::Inside(p) => path = p,
+                    Place::Outside => {
+                        let c = std::ffi::CString::new(outside).map_err(|_| ENOENT)?;
+                        return Ok(Side::Outside(AT_FDCWD, OutsidePath::Ours(c)));
+                    }
+                }
+            }
+            Err(ELOOP)
+        };
+    let follow = matches!(op, TwoPathOp::Link(true));
+    let sides = settle(first, follow).and_then(|a| Ok((a, settle(second, false)?)));
+    let (a, b) = match sides {
+        Ok(s) => s,
+        Err(e) => return answer(Err(e)),
+    };
+    match (&a, &b) {
+        (Side::Inside(a), Side::Inside(b)) => answer(serve(a, b)),
+        _ => match (a.raw(), b.raw(), op) {
+            (Some((d1, p1)), Some((d2, p2)), TwoPathOp::Rename(flags)) => Action::Return(
+                raw_syscall(SYS_renameat2, [d1, p1, d2, p2, u64::from(flags), 0]),
+            ),
+            (Some((d1, p1)), Some((d2, p2)), TwoPathOp::Link(follow)) => {
+                let flags = if follow { AT_SYMLINK_FOLLOW } else { 0 };
+                Action::Return(raw_syscall(SYS_linkat, [d1, p1, d2, p2, flags as u64, 0]))
+            }
+            _ => answer(Err(EXDEV)),
+        },
+    }
+}
+
+/// How many times `hook` and `two_paths` follow a walk out of the mount
+/// and back in before giving up (the kernel's limit on links in a walk).
+const MAX_ESCAPES: usize = 40;
+
 fn answer(r: SysResult) -> Action {
     Action::Return(match r {
         Ok(v) => v,
@@ -197,7 +300,7 @@ fn escaping_path_arg(nr: i64) -> Option<usize> {
         | SYS_statfs | SYS_utime | SYS_utimes | SYS_chdir => 0,
         SYS_openat | SYS_newfstatat | SYS_statx | SYS_faccessat | SYS_faccessat2 | SYS_fchmodat
         | SYS_fchownat | SYS_utimensat | SYS_execveat | SYS_readlinkat | SYS_futimesat
-        | SYS_openat2 => 1,
+        | SYS_openat2 | SYS_FCHMODAT2 => 1,
         // The last name is not followed, but the walk to it may leave
         // (readlink of `dir-link/x`, `rm ../x` from the mount's root).
         SYS_readlink | SYS_lstat | SYS_lchown | SYS_lgetxattr | SYS_lsetxattr | SYS_llistxattr
@@ -212,28 +315,38 @@ fn escaping_path_arg(nr: i64) -> Option<usize> {
 /// path it leads to: served if that is in the mount after all, else by the
 /// kernel, as the kernel would have gone on walking there.
 fn hook(call: &Syscall) -> Action {
-    let action = route(call);
-    if !matches!(action, Action::Return(r) if r == -(libc::EXDEV as i64)) {
-        return action;
-    }
-    let (Some(outside), Some(i)) = (crate::vfs::take_escaped(), escaping_path_arg(call.nr)) else {
+    let mut action = route(call);
+    let Some(i) = escaping_path_arg(call.nr) else {
         return action;
     };
-    let Ok(outside) = std::ffi::CString::new(outside) else {
-        return action;
-    };
+    // Kept alive for the call made with it.
+    let mut outside: std::ffi::CString;
     let mut args = call.args;
-    // Absolute: a directory descriptor beside it is ignored.
-    args[i] = outside.as_ptr() as u64;
-    let again = Syscall {
-        nr: call.nr,
-        args,
-        call_addr: call.call_addr,
-    };
-    match route(&again) {
-        Action::Pass => Action::Return(raw_syscall(call.nr, args)),
-        served => served,
+    // Out, back in (`../mnt/x`), out again...: as the kernel would walk.
+    for _ in 0..MAX_ESCAPES {
+        if !matches!(action, Action::Return(r) if r == -(libc::EXDEV as i64)) {
+            return action;
+        }
+        let Some(path) = crate::vfs::take_escaped() else {
+            return action;
+        };
+        let Ok(c) = std::ffi::CString::new(path) else {
+            return action;
+        };
+        outside = c;
+        // Absolute: a directory descriptor beside it is ignored.
+        args[i] = outside.as_ptr() as u64;
+        let again = Syscall {
+            nr: call.nr,
+            args,
+            call_addr: call.call_addr,
+        };
+        action = match route(&again) {
+            Action::Pass => return Action::Return(raw_syscall(call.nr, args)),
+            served => served,
+        };
     }
+    answer(Err(libc::ELOOP))
 }
 
 // The libc names of system calls are lower case.
@@ -425,10 +538,8 @@ fn route(call: &Syscall) -> Action {
                 _ => (fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], a[4] as u32),
             };
             match (at(d1, p1), at(d2, p2)) {
-                (Some(from), Some(to)) => answer(m.rename(&from, &to, flags)),
                 (None, None) => Action::Pass,
-                // Across the mount's edge, as between two filesystems.
-                _ => answer(Err(EXDEV)),
+                (from, to) => two_paths(m, (d1, p1, from), (d2, p2, to), TwoPathOp::Rename(flags)),
             }
         }
         SYS_readlink | SYS_readlinkat => {
@@ -722,9 +833,8 @@ fn route(call: &Syscall) -> Action {
                 )
             };
             match (at(d1, p1), at(d2, p2)) {
-                (Some(from), Some(to)) => answer(m.link(&from, &to, follow)),
                 (None, None) => Action::Pass,
-                _ => answer(Err(EXDEV)),
+                (from, to) => two_paths(m, (d1, p1, from), (d2, p2, to), TwoPathOp::Link(follow)),
             }
         }
         SYS_fallocate => match m.file(fd_arg(a[0])) {

@@ -604,6 +604,24 @@ impl VirtualMount {
         }
     }
 
+    /// Where `path` (in the mount) leads: None if its walk stays in the
+    /// mount, else the kernel's path it leaves for (`..` above the root, a
+    /// link out). Walked as a call that makes or removes the last name
+    /// walks it, or following a link there (`follow`).
+    pub(crate) fn leads_to(&self, path: &[u8], follow: bool) -> Result<Option<Vec<u8>>, i32> {
+        let mut looked = self.looked();
+        let walked = if follow {
+            self.resolve(path, true, &mut looked)
+        } else {
+            self.resolve_name(path, &mut looked)
+        };
+        match walked {
+            Ok(_) => Ok(None),
+            Err(libc::EXDEV) => take_escaped().map(Some).ok_or(libc::EXDEV),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The kernel's working directory changed (a chdir it served).
     pub(crate) fn kernel_cwd_changed(&self) {
         let mut st = self.state();
@@ -729,6 +747,14 @@ impl VirtualMount {
         pending.reverse();
         while let Some(comp) = pending.pop() {
             let last = pending.is_empty();
+            // Only a directory has names, "." and ".." included
+            // (`file/.` is ENOTDIR).
+            if here
+                .1
+                .is_some_and(|a| a.mode & libc::S_IFMT != libc::S_IFDIR)
+            {
+                return Err(libc::ENOTDIR);
+            }
             match comp.as_slice() {
                 b"." => continue,
                 b".." => {
@@ -744,12 +770,6 @@ impl VirtualMount {
                     return Err(escape(parent_dir(&self.at), &pending, path));
                 }
                 _ => {}
-            }
-            if here
-                .1
-                .is_some_and(|a| a.mode & libc::S_IFMT != libc::S_IFDIR)
-            {
-                return Err(libc::ENOTDIR);
             }
             // A directory (or link) on the way may come from the walk
             // cache; the last component is asked for (so its node is
@@ -1176,8 +1196,10 @@ impl VirtualMount {
 
     fn open_once(&self, path: &[u8], flags: i32, mode: u32) -> SysResult {
         // A create through a path that wants a directory: the kernel's
-        // EISDIR, whether or not the name exists.
-        if flags & libc::O_CREAT != 0 && wants_directory(path) {
+        // EISDIR, whether or not the name exists, once the walk to it
+        // found its directory.
+        if flags & libc::O_CREAT != 0 && (wants_directory(path) || ends_in_dots(path).is_some()) {
+            self.resolve_name(path, &mut self.looked())?;
             return Err(libc::EISDIR);
         }
         let mut change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
@@ -1209,6 +1231,10 @@ impl VirtualMount {
             }
             Some((node, attr)) => {
                 let is_dir = attr.mode & libc::S_IFMT == libc::S_IFDIR;
+                // O_CREAT opens no directory (the kernel's do_open).
+                if is_dir && flags & libc::O_CREAT != 0 {
+                    return Err(libc::EISDIR);
+                }
                 if flags & libc::O_DIRECTORY != 0 && !is_dir {
                     return Err(libc::ENOTDIR);
                 }
@@ -1772,7 +1798,7 @@ impl VirtualMount {
         looked: &mut Looked<'a>,
     ) -> Result<(Change<'a>, NodeId, Vec<u8>), i32> {
         let r = self.resolve_name(path, looked)?;
-        if r.node.is_some() {
+        if r.node.is_some() || ends_in_dots(path).is_some() {
             return Err(libc::EEXIST);
         }
         if !dir && wants_directory(path) {
@@ -1834,7 +1860,7 @@ impl VirtualMount {
             return Err(libc::EPERM);
         }
         let b = self.resolve_name(to, &mut looked)?;
-        if b.node.is_some() {
+        if b.node.is_some() || ends_in_dots(to).is_some() {
             return Err(libc::EEXIST);
         }
         if wants_directory(to) {
@@ -1871,6 +1897,13 @@ impl VirtualMount {
             None => {
                 let r = self.resolve_name(path, &mut looked)?;
                 let (_, attr) = r.node.ok_or(libc::ENOENT)?;
+                // `rm dir/.`, `rmdir dir/..`: the kernel's answers.
+                match (ends_in_dots(path), dir) {
+                    (Some(_), false) => return Err(libc::EISDIR),
+                    (Some(b"."), true) => return Err(libc::EINVAL),
+                    (Some(_), true) => return Err(libc::ENOTEMPTY),
+                    (None, _) => {}
+                }
                 (r.parent, r.parent_ino, r.name.ok_or(libc::EBUSY)?, attr)
             }
         };
@@ -1893,6 +1926,9 @@ impl VirtualMount {
     pub(crate) fn rename(&self, from: &[u8], to: &[u8], flags: u32) -> SysResult {
         let mut change = self.changing();
         let mut looked = self.looked();
+        if ends_in_dots(from).is_some() || ends_in_dots(to).is_some() {
+            return Err(libc::EBUSY);
+        }
         let a = self.resolve_name(from, &mut looked)?;
         let b = self.resolve_name(to, &mut looked)?;
         let (_, moved) = a.node.ok_or(libc::ENOENT)?;
@@ -2282,6 +2318,19 @@ fn parent_dir(path: &[u8]) -> &[u8] {
     }
 }
 
+/// Whether `path`'s last component is "." or ".." (trailing slashes
+/// aside): not a name a call can make, remove or rename (the kernel's
+/// LAST_DOT and LAST_DOTDOT).
+fn ends_in_dots(path: &[u8]) -> Option<&'static [u8]> {
+    let end = path.iter().rposition(|&c| c != b'/')? + 1;
+    let last = path[..end].rsplit(|&c| c == b'/').next()?;
+    match last {
+        b"." => Some(b"."),
+        b".." => Some(b".."),
+        _ => None,
+    }
+}
+
 /// Whether `path` ends in a slash after a name: the kernel then wants a
 /// directory there, whatever the call.
 fn wants_directory(path: &[u8]) -> bool {
@@ -2289,7 +2338,8 @@ fn wants_directory(path: &[u8]) -> bool {
 }
 
 /// "." and ".." taken out by name (the kernel would walk them; the paths
-/// this is used for are the kernel's own directories).
+/// this is used for are the kernel's own directories); a trailing slash,
+/// or a last "." or "..", leaves a trailing slash.
 fn normalize(path: &[u8]) -> Vec<u8> {
     let mut parts: Vec<&[u8]> = Vec::new();
     for c in path.split(|&c| c == b'/') {
@@ -2307,6 +2357,9 @@ fn normalize(path: &[u8]) -> Vec<u8> {
         out.extend_from_slice(p);
     }
     if out.is_empty() {
+        out.push(b'/');
+    } else if path.ends_with(b"/") || ends_in_dots(path).is_some() {
+        // "Must be a directory", kept for the walk.
         out.push(b'/');
     }
     out
