@@ -11,9 +11,9 @@
 //! entry. A slot knows its path by a 128-bit hash under a key the run
 //! draws (SipHash-1-3), not by the path itself: less than half the memory
 //! to touch, paths of any length, and no two paths that collide can be
-//! named without the key. A program that lost the descriptor (one that closed all others
-//! and executed another) runs without the cache rather than with an
-//! incoherent one.
+//! named without the key. A program that lost the descriptor (one that
+//! closed all others and executed another) runs without the cache rather
+//! than with an incoherent one.
 //!
 //! An entry lives for the attribute TTL the filesystem gave with it, as
 //! the kernel would keep it, and only while what it depends on is

@@ -50,7 +50,7 @@ fn slot(fd: i32) -> Option<&'static AtomicU64> {
 
 /// The keeper `fusebox::descriptors::keep` calls in direct mode.
 fn keeper(fd: OwnedFd) -> OwnedFd {
-    if fd.as_raw_fd() >= FLOOR && slot(fd.as_raw_fd()).is_some() {
+    if slot(fd.as_raw_fd()).is_some() {
         remember(&fd);
         return fd;
     }

@@ -289,8 +289,7 @@ fn fd_arg(v: u64) -> i32 {
 
 /// The path argument of the calls with one path, whose walk may leave the
 /// mount (a symlink out of it, `..` above its root): its index in the
-/// arguments. (A call with two paths keeps EXDEV, as between two
-/// filesystems.)
+/// arguments. (rename and link: `two_paths`.)
 #[allow(non_upper_case_globals)]
 fn escaping_path_arg(nr: i64) -> Option<usize> {
     use libc::*;
