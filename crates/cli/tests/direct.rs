@@ -978,6 +978,72 @@ ls -A | sort
     }
 }
 
+/// open(2) with O_CREAT is one create in stackfs, without the lookup
+/// before it (`Filesystem::create_opens_existing`): whatever the name holds
+/// by then (a file, a directory, a symlink to a file, to a directory or to
+/// nothing; with O_EXCL, O_TRUNC, O_NOFOLLOW) the program sees what it sees
+/// natively, and the attributes remembered at close (the create's own,
+/// for a file created write-only and left alone) are the file's.
+#[test]
+fn open_with_o_creat_answers_as_the_kernel_does() {
+    let s = scratch("direct-ocreat");
+    let script = r#"
+set -u
+mkdir -p "$1" && cd "$1"
+python3 - <<'PY'
+import os
+def show(name, f):
+    try:
+        r = f()
+    except OSError as e:
+        r = os.strerror(e.errno)
+    print(name, r)
+def op(p, fl, data=None):
+    fd = os.open(p, fl, 0o640)
+    if data:
+        os.write(fd, data)
+    os.close(fd)
+    st = os.lstat(p)
+    return (oct(st.st_mode), st.st_size)
+with open("exist", "w") as f:
+    f.write("hello")
+os.mkdir("dir"); os.symlink("exist", "lnk"); os.symlink("newtarget", "dangle"); os.symlink("dir", "dlnk")
+W, C = os.O_WRONLY, os.O_CREAT
+show("keep", lambda: op("exist", W | C, b"HE"))
+show("content", lambda: open("exist").read())
+show("trunc", lambda: op("exist", W | C | os.O_TRUNC))
+show("excl", lambda: op("exist", W | C | os.O_EXCL))
+show("dir", lambda: op("dir", W | C))
+show("dir-rdonly", lambda: op("dir", os.O_RDONLY | C))
+show("link", lambda: op("lnk", W | C, b"X"))
+show("link-target", lambda: (os.stat("exist").st_size, open("exist").read()))
+show("dangling", lambda: op("dangle", W | C, b"new"))
+show("dangling-target", lambda: open("newtarget").read())
+os.symlink(os.path.abspath("exist"), "abslnk")
+show("absolute-link", lambda: (op("abslnk", W | C, b"Z")[0], open("exist").read()))
+show("dir-link", lambda: op("dlnk", W | C))
+show("link-excl", lambda: op("lnk", W | C | os.O_EXCL))
+show("link-nofollow", lambda: op("lnk", W | C | os.O_NOFOLLOW))
+show("in-dir", lambda: op("dir/x", os.O_RDWR | C, b"abc"))
+show("via-dir-link", lambda: op("dlnk/y", os.O_RDWR | C, b"abcd"))
+show("no-parent", lambda: op("nope/x", W | C))
+show("file-parent", lambda: op("exist/x", W | C))
+fd = os.open("rw", os.O_RDWR | C, 0o600)
+os.write(fd, b"12345"); os.lseek(fd, 0, 0)
+show("read-back", lambda: os.read(fd, 10))
+os.close(fd)
+show("rw", lambda: oct(os.stat("rw").st_mode))
+PY
+: > empty; stat -c '%n %s %a %h' empty
+echo -n abc > written; stat -c '%n %s %a' written
+touch -d 2001-02-03 dated; stat -c '%n %s %y' dated
+ls -A | sort
+"#;
+    let native = s.path().join("native");
+    let want = script_natively(script, native.to_str().unwrap());
+    same_as_natively(s.path(), &["stackfs", "pathfs", "memfs"], script, &want);
+}
+
 /// The filesystem's own descriptors (stackfs's source root, its /proc
 /// directory, node and open-file descriptors) share the program's table:
 /// they are moved out of its way and left alone by its close, close_range

@@ -40,16 +40,28 @@ fn identity(fd: i32) -> Option<u64> {
     if ret < 0 {
         return None;
     }
-    let h = (st[0] ^ st[1].rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    Some(h | 1)
+    Some(identity_of(st[0], st[1]))
+}
+
+fn identity_of(dev: u64, ino: u64) -> u64 {
+    (dev ^ ino.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
 }
 
 fn slot(fd: i32) -> Option<&'static AtomicU64> {
     KEPT.get(usize::try_from(fd.checked_sub(FLOOR)?).ok()?)
 }
 
-/// The keeper `fusebox::descriptors::keep` calls in direct mode.
-fn keeper(fd: OwnedFd) -> OwnedFd {
+/// The keeper `fusebox::descriptors::keep` calls in direct mode, with the
+/// device and inode `fd` opens if the filesystem knows them.
+fn keeper(fd: OwnedFd, known: Option<(u64, u64)>) -> OwnedFd {
+    let remember = |fd: &OwnedFd| match known {
+        Some((dev, ino)) => {
+            if let Some(s) = slot(fd.as_raw_fd()) {
+                s.store(identity_of(dev, ino), Ordering::Release);
+            }
+        }
+        None => remember_raw(fd.as_raw_fd()),
+    };
     if slot(fd.as_raw_fd()).is_some() {
         remember(&fd);
         return fd;
@@ -63,10 +75,6 @@ fn keeper(fd: OwnedFd) -> OwnedFd {
     // though not guarded.
     remember(&high);
     high
-}
-
-fn remember(fd: &OwnedFd) {
-    remember_raw(fd.as_raw_fd());
 }
 
 fn remember_raw(fd: i32) {

@@ -15,9 +15,15 @@
 //! `intercept::descriptor_shares`) and closed through its last
 //! descriptor here. Reusing one another process still held would change
 //! what that process's descriptor stands for.
+//!
+//! A pooled memfd stays open at its pool number while the open file it
+//! was given to is in use (its twin): the open is then one dup, and the
+//! last close hands the number back with no system call at all, where
+//! moving the memfd out of the pool and back again took a close and a dup
+//! more per file.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::intercept::raw_syscall;
 
@@ -28,6 +34,7 @@ const HEAD: usize = MAGIC.len() + 17;
 /// Where pooled placeholders sit: above what programs usually number
 /// their own, beside the cache's shared page (at 1000).
 const POOL_FLOOR: u64 = 1008;
+/// Pool numbers at most, free or the twin of an open file.
 const POOL_MAX: usize = 16;
 /// What /proc/self/fd/N shows for a placeholder.
 pub(crate) const LINK_PREFIX: &[u8] = b"/memfd:fusebox-direct";
@@ -41,79 +48,125 @@ pub(crate) struct Record {
 }
 
 /// The placeholders of closed files, ready for the next open.
-#[derive(Default)]
 pub(crate) struct Pool {
-    fds: Mutex<Vec<i32>>,
-    /// Whether `fds` may hold anything (read without the lock on every
-    /// close of the program's own descriptors).
+    numbers: Mutex<Numbers>,
+    /// Whether `numbers.all` may hold anything (read without the lock on
+    /// every close of the program's own descriptors).
     any: AtomicBool,
 }
 
+struct Numbers {
+    /// Ready for the next open.
+    free: Vec<i32>,
+    /// Every pool number this process holds: the free ones and the twins
+    /// of open files.
+    all: Vec<i32>,
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        // Room for all of them now: the pool is changed where allocating
+        // is not safe (a close the program makes in a signal handler).
+        Pool {
+            numbers: Mutex::new(Numbers {
+                free: Vec::with_capacity(POOL_MAX),
+                all: Vec::with_capacity(POOL_MAX),
+            }),
+            any: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A placeholder just made: its descriptor, and the pool number it came
+/// from, still open on the same memfd (to hand back at the last close).
+pub(crate) struct Made {
+    pub fd: i32,
+    pub twin: Option<i32>,
+}
+
 impl Pool {
-    fn fds(&self) -> std::sync::MutexGuard<'_, Vec<i32>> {
-        self.fds.lock().unwrap_or_else(PoisonError::into_inner)
+    fn numbers(&self) -> std::sync::MutexGuard<'_, Numbers> {
+        self.numbers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A placeholder for `record` at the lowest free descriptor number, as
-    /// open(2) numbers; from the pool if `reuse` (the caller is this
-    /// process's own, not a child sharing its memory) and it has one.
-    pub(crate) fn make(&self, record: &Record, cloexec: bool, reuse: bool) -> Result<i32, i32> {
+    /// A placeholder at the lowest free descriptor number, as open(2)
+    /// numbers, at offset 0; from the pool if `reuse` (the caller is this
+    /// process's own, not a child sharing its memory) and it has one. The
+    /// caller writes its record (a pooled one still holds its last
+    /// file's).
+    pub(crate) fn make(&self, cloexec: bool, reuse: bool) -> Result<Made, i32> {
         let pooled = if reuse && self.any.load(Ordering::Acquire) {
-            let mut fds = self.fds();
-            let fd = fds.pop();
-            self.any.store(!fds.is_empty(), Ordering::Release);
-            fd
+            self.numbers().free.pop()
         } else {
             None
         };
-        let fd = match pooled {
-            Some(p) => {
-                let cmd = if cloexec {
-                    libc::F_DUPFD_CLOEXEC
-                } else {
-                    libc::F_DUPFD
-                };
-                let fd = raw_syscall(libc::SYS_fcntl, [p as u64, cmd as u64, 0, 0, 0, 0]);
-                raw_syscall(libc::SYS_close, [p as u64, 0, 0, 0, 0, 0]);
-                if fd < 0 {
-                    return Err(-fd as i32);
-                }
-                // A fresh file starts at offset 0.
-                raw_syscall(
-                    libc::SYS_lseek,
-                    [fd as u64, 0, libc::SEEK_SET as u64, 0, 0, 0],
-                );
-                fd as i32
+        if let Some(p) = pooled {
+            let cmd = if cloexec {
+                libc::F_DUPFD_CLOEXEC
+            } else {
+                libc::F_DUPFD
+            };
+            let fd = raw_syscall(libc::SYS_fcntl, [p as u64, cmd as u64, 0, 0, 0, 0]);
+            if fd < 0 {
+                self.hand_back(p, true);
+                return Err(-fd as i32);
             }
-            None => {
-                let flags = if cloexec { libc::MFD_CLOEXEC } else { 0 };
-                let fd = raw_syscall(
-                    libc::SYS_memfd_create,
-                    [
-                        c"fusebox-direct".as_ptr() as u64,
-                        u64::from(flags),
-                        0,
-                        0,
-                        0,
-                        0,
-                    ],
-                );
-                if fd < 0 {
-                    return Err(-fd as i32);
-                }
-                fd as i32
-            }
+            // A fresh file starts at offset 0.
+            raw_syscall(
+                libc::SYS_lseek,
+                [fd as u64, 0, libc::SEEK_SET as u64, 0, 0, 0],
+            );
+            return Ok(Made {
+                fd: fd as i32,
+                twin: Some(p),
+            });
+        }
+        let flags = if cloexec { libc::MFD_CLOEXEC } else { 0 };
+        let fd = raw_syscall(
+            libc::SYS_memfd_create,
+            [
+                c"fusebox-direct".as_ptr() as u64,
+                u64::from(flags),
+                0,
+                0,
+                0,
+                0,
+            ],
+        );
+        if fd < 0 {
+            return Err(-fd as i32);
+        }
+        Ok(Made {
+            fd: fd as i32,
+            twin: None,
+        })
+    }
+
+    /// The open file `twin` was given to is closed: the number is free for
+    /// the next open if `reuse` (no other process can hold the memfd),
+    /// else closed. False, and nothing done, if it left the pool meanwhile
+    /// (the program closed it or put a file of its own there).
+    pub(crate) fn hand_back(&self, twin: i32, reuse: bool) -> bool {
+        let mut n = self.numbers();
+        let Some(i) = n.all.iter().position(|&p| p == twin) else {
+            return false;
         };
-        write_record(fd, record);
-        Ok(fd)
+        if reuse {
+            n.free.push(twin);
+        } else {
+            n.all.swap_remove(i);
+            raw_syscall(libc::SYS_close, [twin as u64, 0, 0, 0, 0, 0]);
+            self.any.store(!n.all.is_empty(), Ordering::Release);
+        }
+        true
     }
 
     /// `fd`, a placeholder no other process holds and no other descriptor
-    /// of this one, is about to be closed: keep its memfd for the next
-    /// open if there is room. The caller closes `fd` either way.
+    /// of this one, with no twin, is about to be closed: keep its memfd for
+    /// the next open if there is room. The caller closes `fd` either way.
     pub(crate) fn keep(&self, fd: i32) {
-        let mut fds = self.fds();
-        if fds.len() >= POOL_MAX {
+        let mut n = self.numbers();
+        if n.all.len() >= POOL_MAX {
             return;
         }
         let kept = raw_syscall(
@@ -122,60 +175,108 @@ impl Pool {
         );
         // Fails where RLIMIT_NOFILE is below the floor: no pool then.
         if kept >= 0 {
-            fds.push(kept as i32);
+            n.all.push(kept as i32);
+            n.free.push(kept as i32);
             self.any.store(true, Ordering::Release);
         }
     }
 
-    /// Whether `first..=last` may hold pooled placeholders (answered
-    /// without the lock).
+    /// Whether `first..=last` may hold pool numbers (answered without the
+    /// lock).
     pub(crate) fn may_hold(&self, last: u32) -> bool {
         self.any.load(Ordering::Acquire) && u64::from(last) >= POOL_FLOOR
     }
 
     /// The program closed or replaced (dup2 onto) descriptors
-    /// `first..=last`: those of the pool among them are not ours any more.
+    /// `first..=last`: the pool numbers among them are not ours any more.
     pub(crate) fn lost(&self, first: u32, last: u32) {
         if !self.may_hold(last) {
             return;
         }
-        let mut fds = self.fds();
-        fds.retain(|&fd| !(first..=last).contains(&(fd as u32)));
-        self.any.store(!fds.is_empty(), Ordering::Release);
+        let mut n = self.numbers();
+        let gone = |fd: &i32| (first..=last).contains(&(*fd as u32));
+        n.all.retain(|fd| !gone(fd));
+        n.free.retain(|fd| !gone(fd));
+        self.any.store(!n.all.is_empty(), Ordering::Release);
     }
 
     /// In a forked child: the pool's memfds are its parent's too (the
     /// child's copies of the descriptors name the same files), so the
-    /// child lets them go.
+    /// child lets them go, twins included.
     pub(crate) fn drop_all(&self) {
-        let mut fds = self.fds();
-        for fd in fds.drain(..) {
+        let mut n = self.numbers();
+        for fd in n.all.drain(..) {
             raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         }
+        n.free.clear();
         self.any.store(false, Ordering::Release);
     }
 }
 
-/// Write `record` over the placeholder's contents. Its length is in it, so
-/// a longer record left by an earlier use of a pooled memfd is harmless.
-fn write_record(fd: i32, r: &Record) {
-    let mut bytes = Vec::with_capacity(HEAD + r.path.len());
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&r.flags.to_le_bytes());
-    bytes.push(u8::from(r.dir));
-    bytes.extend_from_slice(&r.ino.to_le_bytes());
-    bytes.extend_from_slice(&(r.path.len() as u32).to_le_bytes());
-    bytes.extend_from_slice(&r.path);
+/// A pool number lent to an open file (see the module's doc): handed back
+/// at the file's last close if no other process can hold the memfd, else
+/// closed when the file goes.
+pub(crate) struct Twin {
+    fd: i32,
+    pool: Arc<Pool>,
+    reuse: bool,
+}
+
+impl Twin {
+    pub(crate) fn new(fd: i32, pool: &Arc<Pool>) -> Twin {
+        Twin {
+            fd,
+            pool: pool.clone(),
+            reuse: false,
+        }
+    }
+
+    /// The file's last close, where no other process can hold the memfd:
+    /// the number is free for the next open. False if the program took the
+    /// number meanwhile.
+    pub(crate) fn reuse(mut self) -> bool {
+        self.reuse = true;
+        self.pool.hand_back(self.fd, true)
+    }
+}
+
+impl Drop for Twin {
+    fn drop(&mut self) {
+        if !self.reuse {
+            self.pool.hand_back(self.fd, false);
+        }
+    }
+}
+
+/// Write the record of a file (`flags`, whether a directory, inode
+/// number, path inside the mount) over placeholder `fd`'s contents,
+/// without allocating (it is written on the way to a fork, where another
+/// thread of the program may hold the allocator's locks). Its length is in
+/// it, so a longer record left by an earlier use of a pooled memfd is
+/// harmless.
+pub(crate) fn write_record(fd: i32, flags: i32, dir: bool, ino: u64, path: &[u8]) {
+    let mut fields = [0u8; 17];
+    fields[..4].copy_from_slice(&flags.to_le_bytes());
+    fields[4] = u8::from(dir);
+    fields[5..13].copy_from_slice(&ino.to_le_bytes());
+    fields[13..].copy_from_slice(&(path.len() as u32).to_le_bytes());
+    let iov = [
+        libc::iovec {
+            iov_base: MAGIC.as_ptr() as *mut libc::c_void,
+            iov_len: MAGIC.len(),
+        },
+        libc::iovec {
+            iov_base: fields.as_ptr() as *mut libc::c_void,
+            iov_len: fields.len(),
+        },
+        libc::iovec {
+            iov_base: path.as_ptr() as *mut libc::c_void,
+            iov_len: path.len(),
+        },
+    ];
     raw_syscall(
-        libc::SYS_pwrite64,
-        [
-            fd as u64,
-            bytes.as_ptr() as u64,
-            bytes.len() as u64,
-            0,
-            0,
-            0,
-        ],
+        libc::SYS_pwritev,
+        [fd as u64, iov.as_ptr() as u64, iov.len() as u64, 0, 0, 0],
     );
 }
 
@@ -218,90 +319,108 @@ pub(crate) fn read_record(fd: i32) -> Option<Record> {
 mod tests {
     use super::*;
 
-    fn record(path: &[u8]) -> Record {
-        Record {
-            flags: libc::O_RDWR,
-            dir: false,
-            ino: 42,
-            path: path.to_vec(),
-        }
+    fn write(fd: i32, path: &[u8]) {
+        write_record(fd, libc::O_RDWR, false, 42, path);
     }
 
     fn close(fd: i32) {
         raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
     }
 
-    #[test]
-    fn a_pooled_placeholder_comes_back_with_the_new_record_at_offset_zero() {
-        let pool = Pool::default();
-        let long = record(b"a/long/path/to/the/first/file");
-        let fd = pool.make(&long, true, true).unwrap();
-        raw_syscall(libc::SYS_lseek, [fd as u64, 77, 0, 0, 0, 0]);
-        pool.keep(fd);
-        close(fd);
-        let kept = pool.fds().clone();
-        assert_eq!(kept.len(), 1, "kept for the next open");
-        assert!(kept[0] as u64 >= POOL_FLOOR);
-        let again = pool.make(&record(b"b"), false, true).unwrap();
-        assert!(pool.fds().is_empty());
-        let r = read_record(again).unwrap();
-        assert_eq!(
-            (r.path.as_slice(), r.ino, r.flags),
-            (&b"b"[..], 42, libc::O_RDWR)
-        );
-        let offset = raw_syscall(
-            libc::SYS_lseek,
-            [again as u64, 0, libc::SEEK_CUR as u64, 0, 0, 0],
-        );
-        assert_eq!(offset, 0);
-        // Without close-on-exec, as asked.
-        let fd_flags = raw_syscall(
+    fn is_open(fd: i32) -> bool {
+        raw_syscall(
             libc::SYS_fcntl,
-            [again as u64, libc::F_GETFD as u64, 0, 0, 0, 0],
-        );
-        assert_eq!(fd_flags & i64::from(libc::FD_CLOEXEC), 0);
-        // The pool's descriptor is gone: only `again` names the memfd.
-        let gone = raw_syscall(
-            libc::SYS_fcntl,
-            [kept[0] as u64, libc::F_GETFD as u64, 0, 0, 0, 0],
-        );
-        assert_eq!(gone, -i64::from(libc::EBADF));
-        close(again);
+            [fd as u64, libc::F_GETFD as u64, 0, 0, 0, 0],
+        ) >= 0
     }
 
     #[test]
-    fn numbers_the_program_closed_leave_the_pool_and_a_child_drops_it() {
+    fn a_pooled_placeholder_is_a_dup_of_its_twin_and_takes_the_new_record() {
         let pool = Pool::default();
-        let fds: Vec<i32> = (0..3)
-            .map(|_| pool.make(&record(b"x"), true, true).unwrap())
-            .collect();
+        let first = pool.make(true, true).unwrap();
+        assert!(first.twin.is_none(), "an empty pool makes a memfd");
+        write(first.fd, b"a/long/path/to/the/first/file");
+        raw_syscall(libc::SYS_lseek, [first.fd as u64, 77, 0, 0, 0, 0]);
+        pool.keep(first.fd);
+        close(first.fd);
+        let kept = pool.numbers().free.clone();
+        assert_eq!(kept.len(), 1, "kept for the next open");
+        assert!(kept[0] as u64 >= POOL_FLOOR);
+
+        let again = pool.make(false, true).unwrap();
+        assert_eq!(again.twin, Some(kept[0]));
+        assert!(pool.numbers().free.is_empty());
+        assert!(is_open(kept[0]), "the twin stays open while the file is");
+        // The same open file: what the caller writes is seen through both.
+        write(again.fd, b"b");
+        let r = read_record(kept[0]).unwrap();
+        assert_eq!(
+            (r.path.as_slice(), r.ino, r.flags, r.dir),
+            (&b"b"[..], 42, libc::O_RDWR, false)
+        );
+        // Without close-on-exec, as asked.
+        let fd_flags = raw_syscall(
+            libc::SYS_fcntl,
+            [again.fd as u64, libc::F_GETFD as u64, 0, 0, 0, 0],
+        );
+        assert_eq!(fd_flags & i64::from(libc::FD_CLOEXEC), 0);
+
+        close(again.fd);
+        pool.hand_back(kept[0], true);
+        assert_eq!(pool.numbers().free, kept, "free again, still open");
+        assert!(is_open(kept[0]));
+        let third = pool.make(true, true).unwrap();
+        close(third.fd);
+        // Another process may hold it: closed, out of the pool.
+        pool.hand_back(kept[0], false);
+        assert!(!is_open(kept[0]));
+        assert!(pool.numbers().all.is_empty());
+        assert!(!pool.may_hold(u32::MAX));
+    }
+
+    #[test]
+    fn numbers_the_program_took_leave_the_pool_and_a_child_drops_it() {
+        let pool = Pool::default();
+        let fds: Vec<i32> = (0..3).map(|_| pool.make(true, true).unwrap().fd).collect();
         for &fd in &fds {
             pool.keep(fd);
             close(fd);
         }
-        let kept = pool.fds().clone();
+        let kept = pool.numbers().all.clone();
         assert_eq!(kept.len(), 3);
-        pool.lost(kept[1] as u32, kept[1] as u32);
-        assert_eq!(pool.fds().len(), 2);
-        close(kept[1]);
+        // One taken as a twin, then closed by the program (close_range):
+        // handing it back must not close what the number is by then.
+        let used = pool.make(true, true).unwrap();
+        let twin = used.twin.unwrap();
+        pool.lost(twin as u32, twin as u32);
+        close(twin);
+        let theirs = raw_syscall(
+            libc::SYS_fcntl,
+            [used.fd as u64, libc::F_DUPFD as u64, twin as u64, 0, 0, 0],
+        );
+        assert_eq!(theirs, i64::from(twin), "the program's file at that number");
+        pool.hand_back(twin, true);
+        assert!(is_open(twin), "left to the program");
+        assert!(!pool.numbers().free.contains(&twin));
+        close(twin);
+        close(used.fd);
+        assert_eq!(pool.numbers().all.len(), 2);
         pool.drop_all();
-        assert!(pool.fds().is_empty());
-        for fd in [kept[0], kept[2]] {
-            let r = raw_syscall(
-                libc::SYS_fcntl,
-                [fd as u64, libc::F_GETFD as u64, 0, 0, 0, 0],
-            );
-            assert_eq!(r, -i64::from(libc::EBADF));
+        assert!(pool.numbers().all.is_empty() && pool.numbers().free.is_empty());
+        for fd in kept.iter().filter(|&&fd| fd != twin) {
+            assert!(!is_open(*fd));
         }
         // Without reuse (a child sharing the memory): a new memfd.
-        let fd = pool.make(&record(b"y"), true, false).unwrap();
-        assert!(read_record(fd).is_some());
-        close(fd);
+        let fresh = pool.make(true, false).unwrap();
+        assert!(fresh.twin.is_none());
+        close(fresh.fd);
     }
 
     #[test]
     fn a_record_that_is_not_ours_is_refused() {
-        let fd = Pool::default().make(&record(b"z"), true, false).unwrap();
+        let fd = Pool::default().make(true, false).unwrap().fd;
+        write(fd, b"z");
+        assert!(read_record(fd).is_some());
         raw_syscall(
             libc::SYS_pwrite64,
             [fd as u64, b"garbage".as_ptr() as u64, 7, 0, 0, 0],

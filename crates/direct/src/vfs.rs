@@ -24,7 +24,7 @@ use fusebox::{Errno, FileAttr, FileHandle, NodeId};
 use crate::appmem::UserBuf;
 use crate::cache::{CacheStats, Dentries, MetaCache, PageCache, PAGE_BYTES};
 use crate::intercept::raw_syscall;
-use crate::placeholder::{self, Pool, Record};
+use crate::placeholder::{self, Pool, Twin};
 use crate::process;
 
 /// A call's result as the kernel gives it: a value or an errno.
@@ -130,6 +130,16 @@ pub(crate) struct OpenFile {
     opened_as: Option<(Vec<u8>, u64)>,
     /// Created, truncated or written through this open file.
     dirty: std::sync::atomic::AtomicBool,
+    /// For a file this open created write-only (or opened write-only
+    /// through `create_without_lookup`): the attributes the create
+    /// answered, their TTL, and the metadata cache's epoch just after the
+    /// create. While the epoch is the same (nothing changed anywhere in
+    /// the run since) and nothing could be read through it (which moves
+    /// the access time), they are still the file's, and its close need not
+    /// ask the filesystem again (`remember_attributes`).
+    created: Option<(FileAttr, std::time::Duration, u64)>,
+    /// The pool number its placeholder came from (`placeholder::Twin`).
+    twin: Mutex<Option<Twin>>,
 }
 
 /// In-process position state. A file's offset is not here: it is the
@@ -270,6 +280,18 @@ impl Drop for Looked<'_> {
     }
 }
 
+/// The directory holding a path's last component (`parent_of`).
+struct Parent {
+    node: NodeId,
+    ino: u64,
+    /// The last component.
+    name: Vec<u8>,
+    /// The directory's path inside the mount, normalised ("" for the root).
+    path: Vec<u8>,
+    /// Whether the walk to it followed a symlink.
+    via_link: bool,
+}
+
 /// A path resolved inside the mount.
 struct Resolved {
     /// The directory holding the last component, and that component (None
@@ -330,7 +352,7 @@ pub struct VirtualMount {
     /// File data, when on (`set_page_cache`).
     pages: std::sync::OnceLock<PageCache>,
     /// Placeholders of closed files, for the next opens.
-    pool: Pool,
+    pool: Arc<Pool>,
 }
 
 /// The locked state; when released, `any_open` says again whether any
@@ -485,7 +507,7 @@ impl VirtualMount {
             dentries: std::sync::OnceLock::new(),
             root_ino: std::sync::OnceLock::new(),
             pages: std::sync::OnceLock::new(),
-            pool: Pool::default(),
+            pool: Arc::new(Pool::default()),
         }
     }
 
@@ -682,6 +704,17 @@ impl VirtualMount {
         path: &[u8],
         looked: &mut Looked<'a>,
     ) -> Result<Option<(NodeId, u64, Vec<u8>)>, i32> {
+        Ok(self
+            .parent_of(path, looked)?
+            .map(|p| (p.node, p.ino, p.name)))
+    }
+
+    /// `resolve_parent`, with what the walk to the directory found.
+    fn parent_of<'a>(
+        &'a self,
+        path: &[u8],
+        looked: &mut Looked<'a>,
+    ) -> Result<Option<Parent>, i32> {
         let (dir, name) = match path.iter().rposition(|&c| c == b'/') {
             Some(i) => (&path[..i], &path[i + 1..]),
             None => (&b""[..], path),
@@ -690,11 +723,13 @@ impl VirtualMount {
             return Ok(None);
         }
         if dir.iter().all(|&c| c == b'/') {
-            return Ok(Some((
-                NodeId::ROOT,
-                self.ino_of((NodeId::ROOT, None))?,
-                name.to_vec(),
-            )));
+            return Ok(Some(Parent {
+                node: NodeId::ROOT,
+                ino: self.ino_of((NodeId::ROOT, None))?,
+                name: name.to_vec(),
+                path: Vec::new(),
+                via_link: false,
+            }));
         }
         let r = match self.resolve_as(dir, true, looked, false) {
             Ok(r) => r,
@@ -715,7 +750,13 @@ impl VirtualMount {
         if attr.mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(libc::ENOTDIR);
         }
-        Ok(Some((node, attr.ino, name.to_vec())))
+        Ok(Some(Parent {
+            node,
+            ino: attr.ino,
+            name: name.to_vec(),
+            path: r.path,
+            via_link: r.via_link,
+        }))
     }
 
     /// `resolve`; `fresh_end`: a directory the path ends at, if the walk
@@ -941,26 +982,22 @@ impl VirtualMount {
 
     fn install_file(&self, mut file: OpenFile, ino: u64) -> SysResult {
         let cloexec = file.flags() & libc::O_CLOEXEC != 0;
-        // Who this descriptor is, for a program this one executes: it
-        // inherits the descriptor and finds the file again from this.
-        let record = Record {
-            flags: file.flags(),
-            dir: file.dir,
-            ino,
-            path: file.path.clone(),
-        };
         file.born = crate::intercept::descriptor_shares();
         let own = !self.state().shared_child();
-        let fd = self.pool.make(&record, cloexec, own)?;
+        let made = self.pool.make(cloexec, own)?;
+        // Who this descriptor is, for a program this one executes: it
+        // inherits the descriptor and finds the file again from this.
+        placeholder::write_record(made.fd, file.flags(), file.dir, ino, &file.path);
         // New or rewound.
         file.position
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .known = Some(0);
+        file.twin = Mutex::new(made.twin.map(|t| Twin::new(t, &self.pool)));
         if own {
-            self.state().files.insert(fd, Arc::new(file));
+            self.state().files.insert(made.fd, Arc::new(file));
         }
-        Ok(i64::from(fd))
+        Ok(i64::from(made.fd))
     }
 
     /// Take over the placeholders this process inherited across exec: each
@@ -1043,6 +1080,8 @@ impl VirtualMount {
             born: u64::MAX,
             opened_as: None,
             dirty: Default::default(),
+            created: None,
+            twin: Default::default(),
         })
     }
 
@@ -1202,6 +1241,13 @@ impl VirtualMount {
             self.resolve_name(path, &mut self.looked())?;
             return Err(libc::EISDIR);
         }
+        if flags & (libc::O_CREAT | libc::O_DIRECTORY | libc::O_PATH) == libc::O_CREAT
+            && self.fs.create_opens_existing()
+        {
+            if let Some(fd) = self.create_without_lookup(path, flags, mode)? {
+                return Ok(fd);
+            }
+        }
         let mut change = (flags & (libc::O_CREAT | libc::O_TRUNC) != 0).then(|| self.changing());
         let ctx = Self::ctx();
         let mut looked = self.looked();
@@ -1225,6 +1271,7 @@ impl VirtualMount {
             c.inos.extend(r.node.map(|(_, a)| a.ino));
         }
         let open_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_CLOEXEC);
+        let mut created = None;
         let (node, attr, opened) = match r.node {
             Some(_) if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 => {
                 return Err(libc::EEXIST)
@@ -1275,6 +1322,8 @@ impl VirtualMount {
                             born: u64::MAX,
                             opened_as: None,
                             dirty: Default::default(),
+                            created: None,
+                            twin: Default::default(),
                         },
                         attr.ino,
                     );
@@ -1313,6 +1362,13 @@ impl VirtualMount {
                     .create(&ctx, r.parent, OsStr::from_bytes(name), &args)
                     .map_err(err)?;
                 looked.nodes.push(entry.node);
+                // The change is made: what the cache's epoch is after it.
+                drop(change.take());
+                created = self
+                    .cache
+                    .get()
+                    .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
+                    .map(|c| (entry.attr, entry.attr_ttl, c.epoch()));
                 (entry.node, entry.attr, opened)
             }
             None => return Err(libc::ENOENT),
@@ -1332,9 +1388,85 @@ impl VirtualMount {
                 born: u64::MAX,
                 opened_as: names.filter(|_| !r.via_link).map(|n| (path.to_vec(), n)),
                 dirty: changes.into(),
+                created,
+                twin: Default::default(),
             },
             attr.ino,
         )
+    }
+
+    /// open(2) with O_CREAT through a filesystem whose create opens an
+    /// existing name as open(2) does (`Filesystem::create_opens_existing`):
+    /// the create is asked at once, without the lookup of the name before
+    /// it (a third of a create's system calls in stackfs). None where the
+    /// name is a symlink, which the walk follows (`open_once` then goes the
+    /// usual way), or the path does not end in a name.
+    fn create_without_lookup(
+        &self,
+        path: &[u8],
+        flags: i32,
+        mode: u32,
+    ) -> Result<Option<i64>, i32> {
+        // Read before the walk, as `open_once` reads it.
+        let names = self.cache.get().map(|c| c.names_stamp(path));
+        let mut change = self.changing();
+        let mut looked = self.looked();
+        let Some(parent) = self.parent_of(path, &mut looked)? else {
+            return Ok(None);
+        };
+        let umask = process::umask();
+        let args = Create {
+            flags: (flags & !(libc::O_CREAT | libc::O_NOCTTY | libc::O_CLOEXEC)) | libc::O_NOFOLLOW,
+            mode: (mode & !umask & 0o7777) | libc::S_IFREG,
+            umask,
+            kill_suidgid: false,
+        };
+        let (entry, opened) = match self.fs.create(
+            &Self::ctx(),
+            parent.node,
+            OsStr::from_bytes(&parent.name),
+            &args,
+        ) {
+            Err(e) if e.0 == libc::ELOOP => return Ok(None),
+            r => r.map_err(err)?,
+        };
+        // Made or opened (and maybe truncated): either way the directory
+        // and the file may have changed.
+        change.inos.extend([parent.ino, entry.attr.ino]);
+        drop(change);
+        let created = self
+            .cache
+            .get()
+            .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
+            .map(|c| (entry.attr, entry.attr_ttl, c.epoch()));
+        let mut inside = parent.path;
+        if !inside.is_empty() {
+            inside.push(b'/');
+        }
+        inside.extend_from_slice(&parent.name);
+        drop(looked);
+        self.install_file(
+            OpenFile {
+                fs: self.fs.clone(),
+                node: entry.node,
+                fh: opened.fh,
+                flags: flags.into(),
+                dir: false,
+                path: inside,
+                position: Default::default(),
+                lock_fd: Default::default(),
+                ino: entry.attr.ino,
+                born: u64::MAX,
+                opened_as: names
+                    .filter(|_| !parent.via_link)
+                    .map(|n| (path.to_vec(), n)),
+                dirty: true.into(),
+                created,
+                twin: Default::default(),
+            },
+            entry.attr.ino,
+        )
+        .map(Some)
     }
 
     /// This process was forked: the table copy is its own.
@@ -1363,7 +1495,10 @@ impl VirtualMount {
             if Arc::strong_count(f) == 1 {
                 self.remember_attributes(f);
                 if f.born == crate::intercept::descriptor_shares() {
-                    self.pool.keep(fd);
+                    let twin = f.twin.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    if !twin.is_some_and(Twin::reuse) {
+                        self.pool.keep(fd);
+                    }
                 }
             }
         }
@@ -1396,6 +1531,10 @@ impl VirtualMount {
             return;
         }
         let epoch = c.epoch();
+        if let Some((attr, ttl, at)) = file.created.filter(|&(_, _, at)| at == epoch) {
+            c.put(path, false, attr, ttl, at, *names);
+            return;
+        }
         if let Ok(reply) = self.fs.getattr(&Self::ctx(), file.node, Some(file.fh)) {
             // A regular file: stat and lstat agree.
             if reply.attr.mode & libc::S_IFMT == libc::S_IFREG {

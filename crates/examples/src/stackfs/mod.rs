@@ -64,6 +64,16 @@ impl SourceFile {
             uncached: false,
         }
     }
+
+    /// Handed to `keep` (see `fusebox::descriptors`) with its `st`, just
+    /// read: a file made by name is not kept yet, one reopened from a node
+    /// is (`reopen`).
+    fn kept(self, st: &rustix::fs::Stat) -> SourceFile {
+        SourceFile {
+            fd: fusebox::descriptors::keep_identified(self.fd, st.st_dev, st.st_ino),
+            ..self
+        }
+    }
 }
 
 /// Tunables beyond the common [`FsOptions`].
@@ -208,6 +218,8 @@ impl StackFs {
     /// Where the adjusted open is refused (a write-only file the caller may
     /// not read, an append-only file) the file is opened as asked and kept
     /// out of the page cache (FOPEN_DIRECT_IO), which needs neither.
+    /// `open` hands over a descriptor kept already (`reopen`) or the caller
+    /// keeps it once it has read its attributes (`SourceFile::kept`).
     fn open_source(
         &self,
         flags: OFlags,
@@ -215,12 +227,9 @@ impl StackFs {
     ) -> FsResult<SourceFile> {
         // Out of fds: the node cache gives some back, and the open is tried
         // once more.
-        let open = |f: OFlags| {
-            match open(f) {
-                Err(Errno::EMFILE | Errno::ENFILE) if self.nodes.shed() > 0 => open(f),
-                r => r,
-            }
-            .map(keep)
+        let open = |f: OFlags| match open(f) {
+            Err(Errno::EMFILE | Errno::ENFILE) if self.nodes.shed() > 0 => open(f),
+            r => r,
         };
         if !self.writeback.load(Ordering::Relaxed) {
             return Ok(SourceFile::cached(open(flags)?));
@@ -439,7 +448,10 @@ impl StackFs {
                 flags | OFlags::CLOEXEC,
                 Mode::empty(),
             )
-            .map(keep)
+            .map(|f| match self.nodes.identity(node) {
+                Some((dev, ino)) => fusebox::descriptors::keep_identified(f, dev, ino),
+                None => keep(f),
+            })
             .map_err(errno),
             None => self
                 .nodes
@@ -878,6 +890,7 @@ impl Filesystem for StackFs {
         })?;
         // The node is the file just opened, whatever the name holds by now.
         let (node, st) = self.register_fd(&fd.fd)?;
+        let fd = fd.kept(&st);
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
         match self.finish_open(node, fd, a.flags) {
@@ -887,6 +900,12 @@ impl Filesystem for StackFs {
                 Err(e)
             }
         }
+    }
+
+    /// `create` is an openat with O_CREAT and the caller's flags: an
+    /// existing name is opened as open(2) opens it.
+    fn create_opens_existing(&self) -> bool {
+        true
     }
 
     fn tmpfile(&self, ctx: &Ctx, parent: NodeId, a: &Create) -> FsResult<(Entry, Opened)> {
@@ -902,7 +921,7 @@ impl Filesystem for StackFs {
             .map_err(errno)
         })?;
         let (node, st) = self.register_fd(&file.fd)?;
-        let opened = match self.finish_open(node, file, a.flags) {
+        let opened = match self.finish_open(node, file.kept(&st), a.flags) {
             Ok(o) => o,
             Err(e) => {
                 self.nodes.forget(node, 1);

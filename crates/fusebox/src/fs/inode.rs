@@ -189,6 +189,18 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// True if [`create`](Filesystem::create) does what open(2) with
+    /// O_CREAT does when the name exists by the time it runs: opens it
+    /// (truncated under O_TRUNC), fails with EEXIST under O_EXCL, with
+    /// ELOOP where the name is a symlink and `args.flags` has O_NOFOLLOW,
+    /// and with EISDIR for a directory. Direct mode then makes an
+    /// O_CREAT open one call, where a lookup and a create took two (the
+    /// kernel sends CREATE only after a negative lookup and never relies
+    /// on this).
+    fn create_opens_existing(&self) -> bool {
+        false
+    }
+
     fn getlk(&self, ctx: &Ctx, node: NodeId, lock: &Lock) -> FsResult<LockInfo> {
         Err(Errno::ENOSYS)
     }
