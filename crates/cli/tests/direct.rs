@@ -1042,6 +1042,20 @@ ls -A | sort
     let native = s.path().join("native");
     let want = script_natively(script, native.to_str().unwrap());
     same_as_natively(s.path(), &["stackfs", "pathfs", "memfs"], script, &want);
+    // A read through another descriptor moves the access time of a file
+    // still open from its create (relatime: the first read after a
+    // change): the close must not keep the create's. (Source filesystems
+    // keep access times; memfs has its own rules.)
+    let atime = r#"
+set -u
+mkdir -p "$1" && cd "$1"
+exec 3>new; sleep 0.05; cat new; exec 3>&-
+[ "$(stat -c %x new)" = "$(stat -c %y new)" ] && echo "atime unmoved" || echo "atime moved"
+"#;
+    let native = s.path().join("native-atime");
+    let want = script_natively(atime, native.to_str().unwrap());
+    assert!(text(&want).contains("atime moved"), "{}", text(&want));
+    same_as_natively(&s.path().join("atime"), &["stackfs"], atime, &want);
 }
 
 /// The filesystem's own descriptors (stackfs's source root, its /proc

@@ -92,6 +92,9 @@ pub struct Shared {
     inos: [AtomicU64; INO_SLOTS],
     page_hits: AtomicU64,
     page_misses: AtomicU64,
+    /// Reads of files through the mount in the run: a read may move an
+    /// access time without any change being made (see `reads`).
+    reads: AtomicU64,
 }
 
 /// The inode number's low bits: the files a program writes one after the
@@ -390,6 +393,17 @@ impl MetaCache {
         slot.until
             .store(now.saturating_add(ttl_ns), Ordering::Relaxed);
         slot.seq.store(seq + 2, Ordering::Release);
+    }
+
+    /// Reads made so far in the run (`read_made`): attributes read before
+    /// one may hold an access time it has moved since.
+    pub fn reads(&self) -> u64 {
+        self.shared.reads.load(Ordering::Acquire)
+    }
+
+    /// A file was read through the mount.
+    pub fn read_made(&self) {
+        self.shared.reads.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn epoch(&self) -> u64 {

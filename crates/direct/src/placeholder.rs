@@ -55,12 +55,18 @@ pub(crate) struct Pool {
     any: AtomicBool,
 }
 
+/// A pool number, and the generation it was kept in: a number the program
+/// took from the pool (close, dup2) and the pool got again later is
+/// another entry, which a twin of the first must not act on.
+type Entry = (i32, u64);
+
 struct Numbers {
     /// Ready for the next open.
-    free: Vec<i32>,
+    free: Vec<Entry>,
     /// Every pool number this process holds: the free ones and the twins
     /// of open files.
-    all: Vec<i32>,
+    all: Vec<Entry>,
+    generation: u64,
 }
 
 impl Default for Pool {
@@ -71,17 +77,18 @@ impl Default for Pool {
             numbers: Mutex::new(Numbers {
                 free: Vec::with_capacity(POOL_MAX),
                 all: Vec::with_capacity(POOL_MAX),
+                generation: 0,
             }),
             any: AtomicBool::new(false),
         }
     }
 }
 
-/// A placeholder just made: its descriptor, and the pool number it came
+/// A placeholder just made: its descriptor, and the pool entry it came
 /// from, still open on the same memfd (to hand back at the last close).
 pub(crate) struct Made {
     pub fd: i32,
-    pub twin: Option<i32>,
+    pub twin: Option<(i32, u64)>,
 }
 
 impl Pool {
@@ -106,7 +113,7 @@ impl Pool {
             } else {
                 libc::F_DUPFD
             };
-            let fd = raw_syscall(libc::SYS_fcntl, [p as u64, cmd as u64, 0, 0, 0, 0]);
+            let fd = raw_syscall(libc::SYS_fcntl, [p.0 as u64, cmd as u64, 0, 0, 0, 0]);
             if fd < 0 {
                 self.hand_back(p, true);
                 return Err(-fd as i32);
@@ -144,18 +151,23 @@ impl Pool {
 
     /// The open file `twin` was given to is closed: the number is free for
     /// the next open if `reuse` (no other process can hold the memfd),
-    /// else closed. False, and nothing done, if it left the pool meanwhile
-    /// (the program closed it or put a file of its own there).
-    pub(crate) fn hand_back(&self, twin: i32, reuse: bool) -> bool {
+    /// else closed. False, and nothing done, if that entry left the pool
+    /// meanwhile (the program closed the number or put a file of its own
+    /// there, a forked child dropped the pool), even if the number is in
+    /// the pool again by now.
+    pub(crate) fn hand_back(&self, twin: Entry, reuse: bool) -> bool {
         let mut n = self.numbers();
-        let Some(i) = n.all.iter().position(|&p| p == twin) else {
+        let Some(i) = n.all.iter().position(|&e| e == twin) else {
             return false;
         };
         if reuse {
-            n.free.push(twin);
+            if !n.free.contains(&twin) {
+                n.free.push(twin);
+            }
         } else {
             n.all.swap_remove(i);
-            raw_syscall(libc::SYS_close, [twin as u64, 0, 0, 0, 0, 0]);
+            n.free.retain(|&e| e != twin);
+            raw_syscall(libc::SYS_close, [twin.0 as u64, 0, 0, 0, 0, 0]);
             self.any.store(!n.all.is_empty(), Ordering::Release);
         }
         true
@@ -175,8 +187,10 @@ impl Pool {
         );
         // Fails where RLIMIT_NOFILE is below the floor: no pool then.
         if kept >= 0 {
-            n.all.push(kept as i32);
-            n.free.push(kept as i32);
+            n.generation += 1;
+            let entry = (kept as i32, n.generation);
+            n.all.push(entry);
+            n.free.push(entry);
             self.any.store(true, Ordering::Release);
         }
     }
@@ -194,9 +208,9 @@ impl Pool {
             return;
         }
         let mut n = self.numbers();
-        let gone = |fd: &i32| (first..=last).contains(&(*fd as u32));
-        n.all.retain(|fd| !gone(fd));
-        n.free.retain(|fd| !gone(fd));
+        let gone = |e: &Entry| (first..=last).contains(&(e.0 as u32));
+        n.all.retain(|e| !gone(e));
+        n.free.retain(|e| !gone(e));
         self.any.store(!n.all.is_empty(), Ordering::Release);
     }
 
@@ -205,7 +219,7 @@ impl Pool {
     /// child lets them go, twins included.
     pub(crate) fn drop_all(&self) {
         let mut n = self.numbers();
-        for fd in n.all.drain(..) {
+        for (fd, _) in n.all.drain(..) {
             raw_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         }
         n.free.clear();
@@ -217,15 +231,15 @@ impl Pool {
 /// at the file's last close if no other process can hold the memfd, else
 /// closed when the file goes.
 pub(crate) struct Twin {
-    fd: i32,
+    entry: Entry,
     pool: Arc<Pool>,
     reuse: bool,
 }
 
 impl Twin {
-    pub(crate) fn new(fd: i32, pool: &Arc<Pool>) -> Twin {
+    pub(crate) fn new(entry: Entry, pool: &Arc<Pool>) -> Twin {
         Twin {
-            fd,
+            entry,
             pool: pool.clone(),
             reuse: false,
         }
@@ -236,14 +250,14 @@ impl Twin {
     /// number meanwhile.
     pub(crate) fn reuse(mut self) -> bool {
         self.reuse = true;
-        self.pool.hand_back(self.fd, true)
+        self.pool.hand_back(self.entry, true)
     }
 }
 
 impl Drop for Twin {
     fn drop(&mut self) {
         if !self.reuse {
-            self.pool.hand_back(self.fd, false);
+            self.pool.hand_back(self.entry, false);
         }
     }
 }
@@ -345,15 +359,21 @@ mod tests {
         close(first.fd);
         let kept = pool.numbers().free.clone();
         assert_eq!(kept.len(), 1, "kept for the next open");
-        assert!(kept[0] as u64 >= POOL_FLOOR);
+        let number = kept[0].0;
+        assert!(number as u64 >= POOL_FLOOR);
 
         let again = pool.make(false, true).unwrap();
         assert_eq!(again.twin, Some(kept[0]));
         assert!(pool.numbers().free.is_empty());
-        assert!(is_open(kept[0]), "the twin stays open while the file is");
+        assert!(is_open(number), "the twin stays open while the file is");
+        let offset = raw_syscall(
+            libc::SYS_lseek,
+            [again.fd as u64, 0, libc::SEEK_CUR as u64, 0, 0, 0],
+        );
+        assert_eq!(offset, 0, "rewound");
         // The same open file: what the caller writes is seen through both.
         write(again.fd, b"b");
-        let r = read_record(kept[0]).unwrap();
+        let r = read_record(number).unwrap();
         assert_eq!(
             (r.path.as_slice(), r.ino, r.flags, r.dir),
             (&b"b"[..], 42, libc::O_RDWR, false)
@@ -366,14 +386,14 @@ mod tests {
         assert_eq!(fd_flags & i64::from(libc::FD_CLOEXEC), 0);
 
         close(again.fd);
-        pool.hand_back(kept[0], true);
+        assert!(pool.hand_back(kept[0], true));
         assert_eq!(pool.numbers().free, kept, "free again, still open");
-        assert!(is_open(kept[0]));
+        assert!(is_open(number));
         let third = pool.make(true, true).unwrap();
         close(third.fd);
         // Another process may hold it: closed, out of the pool.
-        pool.hand_back(kept[0], false);
-        assert!(!is_open(kept[0]));
+        assert!(pool.hand_back(kept[0], false));
+        assert!(!is_open(number));
         assert!(pool.numbers().all.is_empty());
         assert!(!pool.may_hold(u32::MAX));
     }
@@ -388,26 +408,46 @@ mod tests {
         }
         let kept = pool.numbers().all.clone();
         assert_eq!(kept.len(), 3);
-        // One taken as a twin, then closed by the program (close_range):
+        // One lent as a twin, then closed by the program (close_range):
         // handing it back must not close what the number is by then.
         let used = pool.make(true, true).unwrap();
         let twin = used.twin.unwrap();
-        pool.lost(twin as u32, twin as u32);
-        close(twin);
+        pool.lost(twin.0 as u32, twin.0 as u32);
+        close(twin.0);
         let theirs = raw_syscall(
             libc::SYS_fcntl,
-            [used.fd as u64, libc::F_DUPFD as u64, twin as u64, 0, 0, 0],
+            [used.fd as u64, libc::F_DUPFD as u64, twin.0 as u64, 0, 0, 0],
         );
-        assert_eq!(theirs, i64::from(twin), "the program's file at that number");
-        pool.hand_back(twin, true);
-        assert!(is_open(twin), "left to the program");
-        assert!(!pool.numbers().free.contains(&twin));
-        close(twin);
-        close(used.fd);
+        assert_eq!(
+            theirs,
+            i64::from(twin.0),
+            "the program's file at that number"
+        );
+        assert!(!pool.hand_back(twin, true));
+        assert!(is_open(twin.0), "left to the program");
+        assert!(!pool.numbers().free.iter().any(|e| e.0 == twin.0));
+        close(twin.0);
         assert_eq!(pool.numbers().all.len(), 2);
+        // The pool gets the same number again (another file's placeholder):
+        // the old twin is not that entry, whether it is reused or dropped.
+        let other = pool.make(true, false).unwrap();
+        pool.keep(other.fd);
+        close(other.fd);
+        let again = *pool.numbers().all.last().unwrap();
+        assert_eq!(again.0, twin.0, "the lowest free number at the floor");
+        assert_ne!(again, twin);
+        assert!(!pool.hand_back(twin, false));
+        assert!(is_open(twin.0), "the new entry is left open");
+        assert!(!pool.hand_back(twin, true));
+        assert_eq!(
+            pool.numbers().free.iter().filter(|&&e| e == again).count(),
+            1
+        );
+        close(used.fd);
+
         pool.drop_all();
         assert!(pool.numbers().all.is_empty() && pool.numbers().free.is_empty());
-        for fd in kept.iter().filter(|&&fd| fd != twin) {
+        for (fd, _) in kept.iter().chain([&again]) {
             assert!(!is_open(*fd));
         }
         // Without reuse (a child sharing the memory): a new memfd.

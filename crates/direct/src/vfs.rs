@@ -131,15 +131,45 @@ pub(crate) struct OpenFile {
     /// Created, truncated or written through this open file.
     dirty: std::sync::atomic::AtomicBool,
     /// For a file this open created write-only (or opened write-only
-    /// through `create_without_lookup`): the attributes the create
-    /// answered, their TTL, and the metadata cache's epoch just after the
-    /// create. While the epoch is the same (nothing changed anywhere in
-    /// the run since) and nothing could be read through it (which moves
-    /// the access time), they are still the file's, and its close need not
-    /// ask the filesystem again (`remember_attributes`).
-    created: Option<(FileAttr, std::time::Duration, u64)>,
+    /// through `create_without_lookup`), if nothing else changed while it
+    /// was made: the attributes the create answered, their TTL, and the
+    /// metadata cache's epoch and read count just after the create. While
+    /// both are the same (nothing changed and nothing was read anywhere in
+    /// the run since: a read moves an access time), they are still the
+    /// file's, and its close need not ask the filesystem again
+    /// (`remember_attributes`).
+    created: Option<Created>,
     /// The pool number its placeholder came from (`placeholder::Twin`).
     twin: Mutex<Option<Twin>>,
+}
+
+/// See `OpenFile::created`.
+#[derive(Clone, Copy)]
+struct Created {
+    attr: FileAttr,
+    ttl: std::time::Duration,
+    epoch: u64,
+    reads: u64,
+}
+
+impl Created {
+    /// What to remember of a create that answered `attr` (with `ttl`), if
+    /// `before` (the cache's epoch read before it was asked) shows that
+    /// only its own change (now done) came in between.
+    fn after(
+        cache: &MetaCache,
+        before: u64,
+        attr: FileAttr,
+        ttl: std::time::Duration,
+    ) -> Option<Created> {
+        let epoch = cache.epoch();
+        (epoch == before + 1).then(|| Created {
+            attr,
+            ttl,
+            epoch,
+            reads: cache.reads(),
+        })
+    }
 }
 
 /// In-process position state. A file's offset is not here: it is the
@@ -1357,18 +1387,19 @@ impl VirtualMount {
                     umask,
                     kill_suidgid: false,
                 };
+                let before = self.cache.get().map(MetaCache::epoch);
                 let (entry, opened) = self
                     .fs
                     .create(&ctx, r.parent, OsStr::from_bytes(name), &args)
                     .map_err(err)?;
                 looked.nodes.push(entry.node);
-                // The change is made: what the cache's epoch is after it.
                 drop(change.take());
                 created = self
                     .cache
                     .get()
+                    .zip(before)
                     .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
-                    .map(|c| (entry.attr, entry.attr_ttl, c.epoch()));
+                    .and_then(|(c, before)| Created::after(c, before, entry.attr, entry.attr_ttl));
                 (entry.node, entry.attr, opened)
             }
             None => return Err(libc::ENOENT),
@@ -1409,11 +1440,12 @@ impl VirtualMount {
     ) -> Result<Option<i64>, i32> {
         // Read before the walk, as `open_once` reads it.
         let names = self.cache.get().map(|c| c.names_stamp(path));
-        let mut change = self.changing();
         let mut looked = self.looked();
         let Some(parent) = self.parent_of(path, &mut looked)? else {
             return Ok(None);
         };
+        let mut change = self.changing();
+        let before = self.cache.get().map(MetaCache::epoch);
         let umask = process::umask();
         let args = Create {
             flags: (flags & !(libc::O_CREAT | libc::O_NOCTTY | libc::O_CLOEXEC)) | libc::O_NOFOLLOW,
@@ -1437,8 +1469,9 @@ impl VirtualMount {
         let created = self
             .cache
             .get()
+            .zip(before)
             .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
-            .map(|c| (entry.attr, entry.attr_ttl, c.epoch()));
+            .and_then(|(c, before)| Created::after(c, before, entry.attr, entry.attr_ttl));
         let mut inside = parent.path;
         if !inside.is_empty() {
             inside.push(b'/');
@@ -1531,9 +1564,15 @@ impl VirtualMount {
             return;
         }
         let epoch = c.epoch();
-        if let Some((attr, ttl, at)) = file.created.filter(|&(_, _, at)| at == epoch) {
-            c.put(path, false, attr, ttl, at, *names);
-            return;
+        if let Some(made) = file.created {
+            if made.epoch == epoch && made.reads == c.reads() {
+                // A regular file: stat and lstat agree (a FIFO or device
+                // opened with O_CREAT is not kept).
+                if made.attr.mode & libc::S_IFMT == libc::S_IFREG {
+                    c.put(path, false, made.attr, made.ttl, epoch, *names);
+                }
+                return;
+            }
         }
         if let Ok(reply) = self.fs.getattr(&Self::ctx(), file.node, Some(file.fh)) {
             // A regular file: stat and lstat agree.
@@ -1604,6 +1643,9 @@ impl VirtualMount {
         }
         if file.flags() & libc::O_ACCMODE == libc::O_WRONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
+        }
+        if let Some(c) = self.cache.get() {
+            c.read_made();
         }
         let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         let start = at.unwrap_or_else(|| pos.offset(fd, file));

@@ -448,10 +448,7 @@ impl StackFs {
                 flags | OFlags::CLOEXEC,
                 Mode::empty(),
             )
-            .map(|f| match self.nodes.identity(node) {
-                Some((dev, ino)) => fusebox::descriptors::keep_identified(f, dev, ino),
-                None => keep(f),
-            })
+            .map(keep)
             .map_err(errno),
             None => self
                 .nodes

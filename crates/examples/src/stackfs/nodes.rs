@@ -22,10 +22,6 @@ use crate::sys::{self, KernelHandle};
 struct Node {
     handle: KernelHandle,
     dev: u64,
-    /// Its inode number: with `dev`, what `fusebox::descriptors::keep`
-    /// is told of a descriptor opened on it. 0 for a node restored from an
-    /// earlier server's key, which does not carry it.
-    ino: u64,
     symlink: bool,
     nlookup: AtomicU64,
     /// `fd` found no cached fd for this node before.
@@ -144,7 +140,6 @@ impl NodeTable {
                 let node = Node {
                     handle,
                     dev,
-                    ino: st.st_ino,
                     symlink: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
                     nlookup: AtomicU64::new(1),
                     missed: AtomicBool::new(false),
@@ -217,17 +212,7 @@ impl NodeTable {
             Err(Errno::EMFILE | Errno::ENFILE) if self.shed() > 0 => open(),
             r => r,
         }
-        .map(|fd| match n.ino {
-            0 => fusebox::descriptors::keep(fd),
-            ino => fusebox::descriptors::keep_identified(fd, n.dev, ino),
-        })
-    }
-
-    /// The device and inode number of `id`, where known (not for the
-    /// root, which is not a registered node, nor a restored one).
-    pub fn identity(&self, id: NodeId) -> Option<(u64, u64)> {
-        let n = self.nodes.get(&id.0)?;
-        (n.ino != 0).then_some((n.dev, n.ino))
+        .map(fusebox::descriptors::keep)
     }
 
     /// The process ran out of fds: close an eighth of the cached ones
@@ -444,7 +429,6 @@ impl NodeTable {
             Arc::new(Node {
                 handle,
                 dev,
-                ino: 0,
                 symlink,
                 nlookup: AtomicU64::new(nlookup),
                 missed: AtomicBool::new(false),
