@@ -102,22 +102,32 @@ impl Pool {
     /// caller writes its record (a pooled one still holds its last
     /// file's).
     pub(crate) fn make(&self, cloexec: bool, reuse: bool) -> Result<Made, i32> {
-        let pooled = if reuse && self.any.load(Ordering::Acquire) {
-            self.numbers().free.pop()
-        } else {
-            None
-        };
-        if let Some(p) = pooled {
-            let cmd = if cloexec {
-                libc::F_DUPFD_CLOEXEC
-            } else {
-                libc::F_DUPFD
-            };
-            let fd = raw_syscall(libc::SYS_fcntl, [p.0 as u64, cmd as u64, 0, 0, 0, 0]);
-            if fd < 0 {
-                self.hand_back(p, true);
-                return Err(-fd as i32);
+        let mut pooled = None;
+        if reuse && self.any.load(Ordering::Acquire) {
+            // Dup'ed under the lock: another thread's close_range and keep
+            // must not put another memfd at the number meanwhile.
+            let mut n = self.numbers();
+            if let Some(p) = n.free.pop() {
+                let cmd = if cloexec {
+                    libc::F_DUPFD_CLOEXEC
+                } else {
+                    libc::F_DUPFD
+                };
+                let fd = raw_syscall(libc::SYS_fcntl, [p.0 as u64, cmd as u64, 0, 0, 0, 0]);
+                if fd == -i64::from(libc::EBADF) {
+                    // The program closed the number just now (its
+                    // close_range is told to `lost` after): a new memfd.
+                    n.all.retain(|&e| e != p);
+                    self.any.store(!n.all.is_empty(), Ordering::Release);
+                } else if fd < 0 {
+                    n.free.push(p);
+                    return Err(-fd as i32);
+                } else {
+                    pooled = Some((p, fd));
+                }
             }
+        }
+        if let Some((p, fd)) = pooled {
             // A fresh file starts at offset 0.
             raw_syscall(
                 libc::SYS_lseek,

@@ -606,6 +606,12 @@ fn route(call: &Syscall) -> Action {
                 .collect();
             keep.sort_unstable();
             keep.dedup();
+            if a[2] as u32 & CLOSE_RANGE_CLOEXEC == 0 {
+                // Out of the pool before the numbers are free: a pooled
+                // one must not be dup'ed after the kernel closed it (and
+                // maybe gave the number to another thread's open).
+                m.others_closed(first, last);
+            }
             let mut ret = 0;
             let mut from = Some(first);
             for fd in keep {

@@ -153,21 +153,26 @@ struct Created {
 }
 
 impl Created {
+    /// The cache's epoch and read count before a create is asked.
+    fn before(cache: Option<&MetaCache>) -> Option<(u64, u64)> {
+        cache.map(|c| (c.epoch(), c.reads()))
+    }
+
     /// What to remember of a create that answered `attr` (with `ttl`), if
-    /// `before` (the cache's epoch read before it was asked) shows that
-    /// only its own change (now done) came in between.
+    /// `before` shows that only its own change (now done) came in between.
+    /// The read count is the one from before: a read ending while the
+    /// create ran may have moved the access time it answered.
     fn after(
         cache: &MetaCache,
-        before: u64,
+        (epoch, reads): (u64, u64),
         attr: FileAttr,
         ttl: std::time::Duration,
     ) -> Option<Created> {
-        let epoch = cache.epoch();
-        (epoch == before + 1).then(|| Created {
+        (cache.epoch() == epoch + 1).then_some(Created {
             attr,
             ttl,
-            epoch,
-            reads: cache.reads(),
+            epoch: epoch + 1,
+            reads,
         })
     }
 }
@@ -1387,7 +1392,7 @@ impl VirtualMount {
                     umask,
                     kill_suidgid: false,
                 };
-                let before = self.cache.get().map(MetaCache::epoch);
+                let before = Created::before(self.cache.get());
                 let (entry, opened) = self
                     .fs
                     .create(&ctx, r.parent, OsStr::from_bytes(name), &args)
@@ -1444,8 +1449,7 @@ impl VirtualMount {
         let Some(parent) = self.parent_of(path, &mut looked)? else {
             return Ok(None);
         };
-        let mut change = self.changing();
-        let before = self.cache.get().map(MetaCache::epoch);
+        let before = Created::before(self.cache.get());
         let umask = process::umask();
         let args = Create {
             flags: (flags & !(libc::O_CREAT | libc::O_NOCTTY | libc::O_CLOEXEC)) | libc::O_NOFOLLOW,
@@ -1463,7 +1467,9 @@ impl VirtualMount {
             r => r.map_err(err)?,
         };
         // Made or opened (and maybe truncated): either way the directory
-        // and the file may have changed.
+        // and the file may have changed (marked once the create is done,
+        // as a guard through it would: no change was made if it failed).
+        let mut change = self.changing();
         change.inos.extend([parent.ino, entry.attr.ino]);
         drop(change);
         let created = self
@@ -1636,6 +1642,22 @@ impl VirtualMount {
         file: &OpenFile,
         len: usize,
         at: Option<u64>,
+        put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
+    ) -> SysResult {
+        let read = self.read_counted(fd, file, len, at, put);
+        // Counted once done: the access time it may move has moved.
+        if let Some(c) = self.cache.get() {
+            c.read_made();
+        }
+        read
+    }
+
+    fn read_counted(
+        &self,
+        fd: i32,
+        file: &OpenFile,
+        len: usize,
+        at: Option<u64>,
         mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> SysResult {
         if file.dir {
@@ -1643,9 +1665,6 @@ impl VirtualMount {
         }
         if file.flags() & libc::O_ACCMODE == libc::O_WRONLY || file.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
-        }
-        if let Some(c) = self.cache.get() {
-            c.read_made();
         }
         let mut pos = file.position.lock().unwrap_or_else(PoisonError::into_inner);
         let start = at.unwrap_or_else(|| pos.offset(fd, file));

@@ -65,9 +65,9 @@ impl SourceFile {
         }
     }
 
-    /// Handed to `keep` (see `fusebox::descriptors`) with its `st`, just
-    /// read: a file made by name is not kept yet, one reopened from a node
-    /// is (`reopen`).
+    /// Handed to `keep_identified` (see `fusebox::descriptors`) with its
+    /// `st`, just read by an fstat of this very descriptor: a file made by
+    /// name is not kept yet (one reopened from a node is, by `reopen`).
     fn kept(self, st: &rustix::fs::Stat) -> SourceFile {
         SourceFile {
             fd: fusebox::descriptors::keep_identified(self.fd, st.st_dev, st.st_ino),
