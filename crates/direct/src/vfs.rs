@@ -1457,20 +1457,23 @@ impl VirtualMount {
             umask,
             kill_suidgid: false,
         };
-        let (entry, opened) = match self.fs.create(
+        let made = self.fs.create(
             &Self::ctx(),
             parent.node,
             OsStr::from_bytes(&parent.name),
             &args,
-        ) {
-            Err(e) if e.0 == libc::ELOOP => return Ok(None),
-            r => r.map_err(err)?,
-        };
-        // Made or opened (and maybe truncated): either way the directory
-        // and the file may have changed (marked once the create is done,
-        // as a guard through it would: no change was made if it failed).
+        );
+        if matches!(&made, Err(e) if e.0 == libc::ELOOP) {
+            // The name is a symlink: nothing was made or opened.
+            return Ok(None);
+        }
+        // Made or opened (and maybe truncated), or failed part way: the
+        // directory and the file may have changed (marked once the create
+        // is done, as a guard through it would).
         let mut change = self.changing();
-        change.inos.extend([parent.ino, entry.attr.ino]);
+        change.inos.push(parent.ino);
+        let (entry, opened) = made.map_err(err)?;
+        change.inos.push(entry.attr.ino);
         drop(change);
         let created = self
             .cache
