@@ -58,7 +58,7 @@ pub(crate) struct Pool {
 /// A pool number, and the generation it was kept in: a number the program
 /// took from the pool (close, dup2) and the pool got again later is
 /// another entry, which a twin of the first must not act on.
-type Entry = (i32, u64);
+pub(crate) type Entry = (i32, u64);
 
 struct Numbers {
     /// Ready for the next open.
@@ -88,7 +88,7 @@ impl Default for Pool {
 /// from, still open on the same memfd (to hand back at the last close).
 pub(crate) struct Made {
     pub fd: i32,
-    pub twin: Option<(i32, u64)>,
+    pub twin: Option<Entry>,
 }
 
 impl Pool {
@@ -273,11 +273,9 @@ impl Drop for Twin {
 }
 
 /// Write the record of a file (`flags`, whether a directory, inode
-/// number, path inside the mount) over placeholder `fd`'s contents,
-/// without allocating (it is written on the way to a fork, where another
-/// thread of the program may hold the allocator's locks). Its length is in
-/// it, so a longer record left by an earlier use of a pooled memfd is
-/// harmless.
+/// number, path inside the mount) over placeholder `fd`'s contents, in
+/// one pwritev of its parts (no buffer to build). Its length is in it, so
+/// a longer record left by an earlier use of a pooled memfd is harmless.
 pub(crate) fn write_record(fd: i32, flags: i32, dir: bool, ino: u64, path: &[u8]) {
     let mut fields = [0u8; 17];
     fields[..4].copy_from_slice(&flags.to_le_bytes());

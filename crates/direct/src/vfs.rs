@@ -158,22 +158,27 @@ impl Created {
         cache.map(|c| (c.epoch(), c.reads()))
     }
 
-    /// What to remember of a create that answered `attr` (with `ttl`), if
-    /// `before` shows that only its own change (now done) came in between.
-    /// The read count is the one from before: a read ending while the
-    /// create ran may have moved the access time it answered.
+    /// What to remember of a create opened with `flags` that answered
+    /// `entry`: only write-only (nothing can be read through it), and only
+    /// if `before` shows that the create's own change (now done) was the
+    /// only one in between. The read count is the one from before: a read
+    /// ending while the create ran may have moved the access time it
+    /// answered.
     fn after(
-        cache: &MetaCache,
-        (epoch, reads): (u64, u64),
-        attr: FileAttr,
-        ttl: std::time::Duration,
+        cache: Option<&MetaCache>,
+        before: Option<(u64, u64)>,
+        flags: i32,
+        entry: &fusebox::Entry,
     ) -> Option<Created> {
-        (cache.epoch() == epoch + 1).then_some(Created {
-            attr,
-            ttl,
-            epoch: epoch + 1,
-            reads,
-        })
+        let (cache, (epoch, reads)) = cache.zip(before)?;
+        (flags & libc::O_ACCMODE == libc::O_WRONLY && cache.epoch() == epoch + 1).then_some(
+            Created {
+                attr: entry.attr,
+                ttl: entry.attr_ttl,
+                epoch: epoch + 1,
+                reads,
+            },
+        )
     }
 }
 
@@ -1399,12 +1404,7 @@ impl VirtualMount {
                     .map_err(err)?;
                 looked.nodes.push(entry.node);
                 drop(change.take());
-                created = self
-                    .cache
-                    .get()
-                    .zip(before)
-                    .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
-                    .and_then(|(c, before)| Created::after(c, before, entry.attr, entry.attr_ttl));
+                created = Created::after(self.cache.get(), before, flags, &entry);
                 (entry.node, entry.attr, opened)
             }
             None => return Err(libc::ENOENT),
@@ -1475,12 +1475,7 @@ impl VirtualMount {
         let (entry, opened) = made.map_err(err)?;
         change.inos.push(entry.attr.ino);
         drop(change);
-        let created = self
-            .cache
-            .get()
-            .zip(before)
-            .filter(|_| flags & libc::O_ACCMODE == libc::O_WRONLY)
-            .and_then(|(c, before)| Created::after(c, before, entry.attr, entry.attr_ttl));
+        let created = Created::after(self.cache.get(), before, flags, &entry);
         let mut inside = parent.path;
         if !inside.is_empty() {
             inside.push(b'/');
@@ -1647,7 +1642,7 @@ impl VirtualMount {
         at: Option<u64>,
         put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> SysResult {
-        let read = self.read_counted(fd, file, len, at, put);
+        let read = self.read_uncounted(fd, file, len, at, put);
         // Counted once done: the access time it may move has moved.
         if let Some(c) = self.cache.get() {
             c.read_made();
@@ -1655,7 +1650,8 @@ impl VirtualMount {
         read
     }
 
-    fn read_counted(
+    /// `read_with`, before the read is counted.
+    fn read_uncounted(
         &self,
         fd: i32,
         file: &OpenFile,
