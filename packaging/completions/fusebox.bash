@@ -459,13 +459,17 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__direct__subcmd__server)
-            opts="-v -h --fs --door --detach --verbose --help"
+            opts="-o -v -h --fs --door --detach --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --fs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -789,7 +793,7 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__mount)
-            opts="-o -f -v -h --foreground --threads --pin --transport --queue-depth --poll --no-pin-queues --queue-threads --thread-policy --profile --files --size --latency --waiting --async-api --max-pending --max-pending-bytes --fd-cache --exclusive --log-file --notify-ready --no-recovery --max-restarts --restart-window --verbose --help stackfs pathfs memfs nullfs timingfs"
+            opts="-o -f -v -h --foreground --threads --pin --transport --queue-depth --poll --no-pin-queues --queue-threads --thread-policy --profile --files --size --latency --waiting --async-api --max-pending --max-pending-bytes --fd-cache --exclusive --log-file --notify-ready --no-recovery --max-restarts --restart-window --verbose --help stackfs pathfs memfs nullfs timingfs sftpfs"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -80,7 +80,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand stats" -s v -l verbose -
 complete -c fusebox -n "__fish_fusebox_using_subcommand stats" -s h -l help -d 'Print help'
 complete -c fusebox -n "__fish_fusebox_using_subcommand list" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
 complete -c fusebox -n "__fish_fusebox_using_subcommand list" -s h -l help -d 'Print help'
-complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l fs -d 'Direct mode: serve this filesystem inside PROGRAM\'s own process (and the programs it runs) instead of running a libfuse program: stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE, timingfs-async:PROFILE (the same through the async API) or memfs (its files live in its process: one instance in a server of the run\'s, which every process of the run reaches)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l fs -d 'Direct mode: serve this filesystem inside PROGRAM\'s own process (and the programs it runs) instead of running a libfuse program: stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE, timingfs-async:PROFILE (the same through the async API), memfs (its files live in its process: one instance in a server of the run\'s, which every process of the run reaches) or sftpfs:[user@]host:[dir] (one SSH connection and one cache for the run, in its server; -o takes its options, as `fusebox mount`\'s)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l at -d 'Direct mode: where the filesystem appears to PROGRAM (need not exist)' -r -F
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l intercept -d 'Direct mode: how system calls are caught. rewrite (default): each call site is rewritten into a direct call after its first call (needs root, for a page at address 0); dispatch: syscall user dispatch for every call (any user, about 10x the cost per call)' -r -f -a "rewrite\t''
 dispatch\t''"
@@ -89,7 +89,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l page-cache -d 'D
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l transport -d 'Transport the program\'s mount is served over: classic, uring or auto (FUSEBOX_TRANSPORT)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l workers -d 'Worker threads of a multi-threaded loop (FUSEBOX_WORKERS)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l poll -d 'io_uring wait: off, spin=US or adaptive[=US] (FUSEBOX_POLL)' -r
-complete -c fusebox -n "__fish_fusebox_using_subcommand run" -s o -l options -d 'More `-o` options for the mount, after the program\'s own (FUSEBOX_OPTIONS)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand run" -s o -l options -d 'More `-o` options for the mount, after the program\'s own (FUSEBOX_OPTIONS); with --fs, the filesystem\'s options (sftpfs)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l library -d 'The drop-in library (default: beside this binary, or in ../lib/fusebox/; FUSEBOX_LIBFUSE3 names it too)' -r -F
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l stats -d 'Direct mode: print the metadata cache\'s hits and misses when PROGRAM exits'
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l no-stats -d 'No `fusebox stats` socket for the mount (FUSEBOX_STATS=0)'
@@ -160,7 +160,8 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand completions" -s v -l ver
 complete -c fusebox -n "__fish_fusebox_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c fusebox -n "__fish_fusebox_using_subcommand man" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
 complete -c fusebox -n "__fish_fusebox_using_subcommand man" -s h -l help -d 'Print help'
-complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l fs -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l fs -d 'FS[:SOURCE], as `fusebox run --fs` took it' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -s o -d 'The filesystem\'s -o options' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l door -d 'The door\'s descriptor, inherited' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l detach -d 'Start the server in a process group of its own and return'
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'

@@ -6,12 +6,13 @@
 //! loader finds differs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use anyhow::{bail, Context, Result};
 
+use crate::remote::{Sshd, SshdConfig};
 use crate::results::SubjectInfo;
 use crate::subject::{spawn_daemon, Mounted, Subject};
 use crate::workload::CompatProgram;
@@ -23,19 +24,6 @@ pub struct Shared {
     /// The squashfs image of the backing directory, and what the directory
     /// looked like when it was made.
     image: Mutex<Option<(Signature, PathBuf)>>,
-}
-
-struct Sshd {
-    child: Child,
-    port: u16,
-    key: PathBuf,
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Which library a subject's program runs on.
@@ -178,12 +166,9 @@ impl Subject for CompatSubject {
     fn mount(&self, backing: &Path, mnt: &Path) -> Result<Mounted> {
         let mut cmd = match self.program {
             CompatProgram::Sshfs => {
-                let (port, key) = self.sshd()?;
+                let ssh_options = self.sshd()?;
                 let mut c = Command::new("sshfs");
-                c.arg("-f").arg("-o").arg(format!(
-                    "IdentityFile={},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port={port}",
-                    key.display()
-                ));
+                c.arg("-f").arg("-o").arg(ssh_options);
                 c.arg(format!("root@127.0.0.1:{}", backing.display()));
                 c
             }
@@ -227,68 +212,22 @@ impl Subject for CompatSubject {
 }
 
 impl CompatSubject {
-    /// The shared sshd (started on first use): its port and the key.
-    fn sshd(&self) -> Result<(u16, PathBuf)> {
+    /// The shared sshd (started on first use): the ssh options that
+    /// reach it.
+    fn sshd(&self) -> Result<String> {
         let mut guard = self
             .shared
             .sshd
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(s) = guard.as_ref() {
-            return Ok((s.port, s.key.clone()));
+        if guard.is_none() {
+            *guard = Some(Sshd::start(
+                &self.workdir.join("compat-sshd"),
+                &SshdConfig::default(),
+            )?);
         }
-        let dir = self.workdir.join("compat-sshd");
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        std::fs::create_dir_all(&dir)?;
-        for k in ["host", "user"] {
-            let st = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(dir.join(k))
-                .status()
-                .context("ssh-keygen")?;
-            if !st.success() {
-                bail!("ssh-keygen failed");
-            }
-        }
-        std::fs::copy(dir.join("user.pub"), dir.join("authorized_keys"))?;
-        std::fs::create_dir_all("/run/sshd")?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        std::fs::write(
-            dir.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
-                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
-                 Subsystem sftp internal-sftp\n",
-                dir.join("host").display(),
-                dir.join("authorized_keys").display()
-            ),
-        )?;
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(dir.join("sshd_config"))
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting sshd")?;
-        let server = Sshd {
-            child,
-            port,
-            key: dir.join("user"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                bail!("sshd did not listen on port {port}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = (server.port, server.key.clone());
-        *guard = Some(server);
-        Ok(out)
+        let s = guard.as_ref().expect("just started");
+        Ok(s.ssh_options(s.port()))
     }
 
     /// A squashfs image of `backing` (uncompressed: the library is what is

@@ -7,6 +7,8 @@
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
 //! - [`floor`]: what one round trip between two processes costs here;
+//! - [`remote`]: an sshd on loopback and a delaying proxy, for network
+//!   filesystems;
 //! - [`runner`]: repetitions, interleaving, CPU time, statistics;
 //! - [`results`] and [`report`]: the JSON schema, the terminal table, the
 //!   Markdown report with SVG charts.
@@ -20,6 +22,7 @@ pub mod engine;
 pub mod floor;
 pub mod peers;
 pub mod personality;
+pub mod remote;
 pub mod report;
 pub mod results;
 pub mod runner;

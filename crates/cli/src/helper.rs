@@ -16,9 +16,10 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use fusebox_registry::Source;
 
-use crate::mount::{FsKind, MountArgs};
+use crate::mount::MountArgs;
 
 /// mount(8)'s exit statuses (see mount(8), "RETURN CODES").
 const EXIT_USAGE: u8 = 1;
@@ -219,30 +220,16 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
         },
         Called::Named { fs, .. } => (fs.as_str(), Some(spec_str)),
     };
-    let names: Vec<String> = FsKind::value_variants()
-        .iter()
-        .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))
-        .collect();
-    let kind = <FsKind as ValueEnum>::from_str(fs_name, true).map_err(|_| {
-        failure(format!(
-            "unknown filesystem {fs_name:?} (fusebox has {})",
-            names.join(", ")
-        ))
-    })?;
-    let fs_name = kind
-        .to_possible_value()
-        .expect("no variant is skipped")
-        .get_name()
-        .to_string();
-    let needs_source = matches!(kind, FsKind::Stackfs | FsKind::Pathfs);
-    let source = match (needs_source, source.filter(|s| !s.is_empty())) {
-        (true, None) => {
+    let fs = fusebox_registry::find_mountable(fs_name).map_err(|e| failure(e.to_string()))?;
+    let fs_name = fs.name.to_string();
+    let source = match (fs.source, source.filter(|s| !s.is_empty())) {
+        (Source::LocalDir | Source::Remote, None) => {
+            let (what, short) = fs.source_words().expect("has a source");
             return Err(failure(format!(
-                "{fs_name} needs a source directory (spec {}:SOURCE)",
-                fs_name
-            )))
+                "{fs_name} needs {what} (spec {fs_name}:{short})"
+            )));
         }
-        (true, Some(src)) => {
+        (Source::LocalDir, Some(src)) => {
             let p = PathBuf::from(src);
             match std::fs::metadata(&p) {
                 Ok(m) if m.is_dir() => Some(p),
@@ -250,7 +237,9 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
                 Err(e) => return Err(failure(format!("source {src}: {e}"))),
             }
         }
-        (false, _) => None,
+        // Checked by the filesystem when it connects.
+        (Source::Remote, Some(src)) => Some(PathBuf::from(src)),
+        (Source::None | Source::Profile, _) => None,
     };
     let dir = PathBuf::from(dir);
     if let Err(e) = std::fs::metadata(&dir) {
@@ -302,18 +291,20 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
             continue;
         }
         let opt = match key.as_str() {
+            // sshfs's uid=/gid= are the owner its files show.
+            "uid" | "gid" if fs.owner_options => opt,
             "uid" => format!("user_id={}", value.unwrap_or_default()),
             "gid" => format!("group_id={}", value.unwrap_or_default()),
             _ => opt,
         };
         // Checked here, so that a mistake is one line before anything is
         // started; with -s (sloppy) an unknown option is left out.
-        if let Err(e) = fusebox::Options::default().apply_one(&opt) {
+        if let Err(e) = check_option(fs, &opt) {
             if sloppy {
                 tracing::warn!("ignoring option {opt}: {e}");
                 continue;
             }
-            return Err(failure(e.to_string()));
+            return Err(failure(e));
         }
         fsname |= opt.starts_with("fsname=");
         subtype |= opt.starts_with("subtype=");
@@ -325,9 +316,11 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
     // name then (`mount -a` may mount such a line twice).
     if !fsname && !spec_str.contains(',') {
         let shown = match (&source, called) {
-            (Some(src), Called::Named { .. }) => std::fs::canonicalize(src)
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| spec_str.to_string()),
+            (Some(src), Called::Named { .. }) if fs.source == Source::LocalDir => {
+                std::fs::canonicalize(src)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| spec_str.to_string())
+            }
             _ => spec_str.to_string(),
         };
         kept.push(format!("fsname={shown}"));
@@ -352,6 +345,21 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
         return Ok(Plan::Fake);
     }
     Ok(Plan::Mount { argv, verbose })
+}
+
+/// One `-o` option as the filesystem would take it: sftpfs's own and
+/// ssh's first, then fusebox's mount options.
+fn check_option(fs: &fusebox_registry::Filesystem, opt: &str) -> Result<(), String> {
+    if fs.id == fusebox_registry::FsId::Sftpfs {
+        let (_, rest) =
+            fusebox_sftpfs::SftpOptions::parse(&[opt.to_string()]).map_err(|e| e.to_string())?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+    }
+    fusebox::Options::default()
+        .apply_one(opt)
+        .map_err(|e| e.to_string())
 }
 
 /// Split an option list at commas; a value may not hold one (as in fstab).
@@ -425,17 +433,17 @@ pub fn command() -> clap::Command {
     clap::Command::new("mount.fusebox")
         .version(env!("CARGO_PKG_VERSION"))
         .about("mount(8) helper for fusebox filesystems (also called as mount.fuse.fusebox-FS)")
-        .long_about(
+        .long_about(format!(
             "Called by mount(8) for `mount -t fusebox FS[:SOURCE] DIR` (this name) and \
-             `mount -t fuse.fusebox-FS SOURCE DIR` (mount.fuse.fusebox-FS, FS one of stackfs, \
-             pathfs, memfs, nullfs, timingfs), and for fstab lines of those types. It runs \
-             `fusebox mount`, which returns once the mount is served and leaves the daemon \
-             running; umount(8) ends it.",
-        )
+             `mount -t fuse.fusebox-FS SOURCE DIR` (mount.fuse.fusebox-FS, FS one of {}), and \
+             for fstab lines of those types. It runs `fusebox mount`, which returns once the \
+             mount is served and leaves the daemon running; umount(8) ends it.",
+            fusebox_registry::names(|f| f.mounts)
+        ))
         .disable_help_flag(true)
         .disable_version_flag(true)
         .arg(Arg::new("spec").required(true).value_name("SPEC").help(
-            "FS[:SOURCE] for type fusebox; the source directory (stackfs, pathfs) or any word for type fuse.fusebox-FS",
+            "FS[:SOURCE] for type fusebox; the source (a directory for stackfs and pathfs, [user@]host:[dir] for sftpfs) or any word for type fuse.fusebox-FS",
         ))
         .arg(Arg::new("dir").required(true).value_name("DIR").help("The mount point"))
         .arg(Arg::new("options").short('o').value_name("OPTIONS").help(

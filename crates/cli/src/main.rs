@@ -83,8 +83,12 @@ enum Command {
     /// its process (`fusebox run --fs memfs` starts it).
     #[command(hide = true)]
     DirectServer {
+        /// FS[:SOURCE], as `fusebox run --fs` took it.
         #[arg(long)]
         fs: String,
+        /// The filesystem's -o options.
+        #[arg(short = 'o')]
+        options: Vec<String>,
         /// The door's descriptor, inherited.
         #[arg(long)]
         door: i32,
@@ -238,7 +242,12 @@ fn run() -> Result<()> {
         }
         Command::Man { dir } => generated::man_pages(&dir),
         Command::Bench(args) => bench::run(args),
-        Command::DirectServer { fs, door, detach } => run::direct_server(&fs, door, detach),
+        Command::DirectServer {
+            fs,
+            options,
+            door,
+            detach,
+        } => run::direct_server(&fs, &options, door, detach),
         Command::BenchWorker {
             suite,
             workload,

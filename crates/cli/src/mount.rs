@@ -1,31 +1,28 @@
 //! `fusebox mount`.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use fusebox::fs::{AsyncAdapter, ReadyPath};
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 use fusebox_examples::stackfs::StackOptions;
 use fusebox_examples::{
     AsyncTimingFs, MemFs, NullFs, PathPassthrough, StackFs, TimingFs, TimingProfile,
 };
+use fusebox_registry::{FsId, Recovery};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum FsKind {
-    /// Passthrough of SOURCE (Stackfs).
-    Stackfs,
-    /// Passthrough of SOURCE through the path-level API (like libfuse's passthrough.c).
-    Pathfs,
-    /// In-memory filesystem.
-    Memfs,
-    /// Only the root exists; everything succeeds with nothing.
-    Nullfs,
-    /// Read-only files with emulated storage latency.
-    Timingfs,
+/// The names `fusebox mount` takes, from the registry.
+fn mountable() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        fusebox_registry::FILESYSTEMS
+            .iter()
+            .filter(|f| f.mounts)
+            .map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)),
+    )
 }
 
 #[derive(Args)]
@@ -54,8 +51,10 @@ EXAMPLES:
   fusebox mount timingfs /mnt/t --profile pmem --latency 5ms --waiting token")]
 pub struct MountArgs {
     /// Which filesystem to run.
-    pub fs: FsKind,
-    /// SOURCE directory (stackfs, pathfs) then MOUNTPOINT; just MOUNTPOINT otherwise.
+    #[arg(value_parser = mountable())]
+    pub fs: String,
+    /// SOURCE directory (stackfs, pathfs) or [user@]host:[dir] (sftpfs),
+    /// then MOUNTPOINT; just MOUNTPOINT otherwise.
     #[arg(num_args = 1..=2, required = true)]
     pub paths: Vec<PathBuf>,
     /// Mount options, comma-separated (may repeat).
@@ -163,12 +162,15 @@ pub struct MountArgs {
 }
 
 /// Why a mount runs without a supervisor, if it does.
-fn recovery_off_because(args: &MountArgs) -> Option<&'static str> {
+fn recovery_off_because(
+    args: &MountArgs,
+    fs: &fusebox_registry::Filesystem,
+) -> Option<&'static str> {
     if args.no_recovery {
         return Some("--no-recovery");
     }
-    if !matches!(args.fs, FsKind::Stackfs | FsKind::Pathfs | FsKind::Memfs) {
-        return Some("only stackfs, pathfs and memfs hand their nodes to a next server so far");
+    if fs.recovery == Recovery::Unsupervised {
+        return Some("this filesystem does not hand its nodes to a next server");
     }
     if args.transport.resolve() == fusebox::transport::TransportKind::Uring {
         return Some("io_uring: a request held in a dead server's ring entry is never resent on this kernel (DESIGN.md, \"Recovery\")");
@@ -224,15 +226,28 @@ pub fn run(args: MountArgs) -> Result<()> {
         return daemonize(&args);
     }
     let mut opts = Options::default();
-    for o in &args.options {
+    // sftpfs takes sshfs's options and ssh's; the rest are fusebox's.
+    let fs_info = fusebox_registry::find_mountable(&args.fs)?;
+    let (sftp_opts, fuse_opts) = match fs_info.id {
+        FsId::Sftpfs => {
+            let (mut o, rest) = fusebox_sftpfs::SftpOptions::parse(&args.options)?;
+            o.interactive = args.foreground && std::io::stdin().is_terminal();
+            (Some(o), rest)
+        }
+        _ => (None, args.options.clone()),
+    };
+    for o in &fuse_opts {
         opts.apply(o).context("parsing -o")?;
     }
-    let name = format!("{:?}", args.fs).to_lowercase();
-    let (source, mountpoint) = match (args.fs, args.paths.as_slice()) {
-        (FsKind::Stackfs | FsKind::Pathfs, [src, mnt]) => (Some(src.clone()), mnt.clone()),
-        (FsKind::Stackfs | FsKind::Pathfs, _) => bail!("{name} needs SOURCE and MOUNTPOINT"),
-        (_, [mnt]) => (None, mnt.clone()),
-        (_, _) => bail!("{name} takes only MOUNTPOINT"),
+    let name = fs_info.name.to_string();
+    let (source, mountpoint) = match (fs_info.needs_source(), args.paths.as_slice()) {
+        (true, [src, mnt]) => (Some(src.clone()), mnt.clone()),
+        (true, _) => {
+            let (_, what) = fs_info.source_words().expect("needs a source");
+            bail!("{name} needs {what} and MOUNTPOINT")
+        }
+        (false, [mnt]) => (None, mnt.clone()),
+        (false, _) => bail!("{name} takes only MOUNTPOINT"),
     };
     opts.mount.subtype.get_or_insert(name.clone());
     opts.mount.fsname.get_or_insert(
@@ -240,8 +255,16 @@ pub fn run(args: MountArgs) -> Result<()> {
             .as_ref()
             .map_or(name.clone(), |s| s.display().to_string()),
     );
+    let remote = match (fs_info.id, &source) {
+        (FsId::Sftpfs, Some(src)) => Some(fusebox_sftpfs::Remote::parse(&src.to_string_lossy())?),
+        _ => None,
+    };
+    // A network filesystem's worker waits out a round trip to the server:
+    // more of them keep more requests in flight (metadata of parallel
+    // programs; sftpfs pipelines reads and writes by itself either way).
+    let default_workers = fs_info.workers.unwrap_or(SessionConfig::default().workers);
     let cfg = SessionConfig {
-        workers: args.threads.unwrap_or(SessionConfig::default().workers),
+        workers: args.threads.unwrap_or(default_workers),
         pin_workers: args.pin,
         transport: args.transport,
         uring: fusebox::transport::UringConfig {
@@ -259,23 +282,28 @@ pub fn run(args: MountArgs) -> Result<()> {
         },
         ..SessionConfig::default()
     };
-    if args.waiting != fusebox_examples::Waiting::Block && !matches!(args.fs, FsKind::Timingfs) {
+    if args.waiting != fusebox_examples::Waiting::Block && fs_info.id != FsId::Timingfs {
         bail!("--waiting applies to timingfs only (--async-api serves any filesystem through the async API)");
     }
     if handoff.is_none() {
-        match recovery_off_because(&args) {
+        match recovery_off_because(&args, fs_info) {
             None => {
                 // Checked here too: the server would find it, but only
                 // after the mount is made.
-                if let Some(src) = source.as_ref().filter(|s| !s.is_dir()) {
+                if let Some(src) = source.as_ref().filter(|s| remote.is_none() && !s.is_dir()) {
                     bail!("opening source {}: not a directory", src.display());
                 }
-                return supervise(&args, &mountpoint, &opts, cfg.workers);
+                // sftpfs keeps its unconfirmed writes where the next
+                // server finds them.
+                let held_area = sftp_opts.as_ref().map_or(0, |o| {
+                    fusebox_sftpfs::writelog::WriteLog::size_for(o.write_behind)
+                });
+                return supervise(&args, &mountpoint, &opts, cfg.workers, held_area);
             }
             Some(why)
                 if args.transport.resolve() == fusebox::transport::TransportKind::Uring
                     && !args.no_recovery
-                    && matches!(args.fs, FsKind::Stackfs | FsKind::Pathfs | FsKind::Memfs) =>
+                    && fs_info.recovery != Recovery::Unsupervised =>
             {
                 tracing::warn!("serving without crash recovery: {why}");
             }
@@ -302,12 +330,12 @@ pub fn run(args: MountArgs) -> Result<()> {
             )
         };
     }
-    if args.exclusive && !matches!(args.fs, FsKind::Stackfs) {
+    if args.exclusive && fs_info.id != FsId::Stackfs {
         bail!("--exclusive applies to stackfs only");
     }
     let t = opts.fs.timeouts_or(Timeouts::default());
-    match args.fs {
-        FsKind::Stackfs => {
+    match fs_info.id {
+        FsId::Stackfs => {
             let src = source.expect("checked above");
             let fs = StackFs::new(
                 &src,
@@ -323,7 +351,7 @@ pub fn run(args: MountArgs) -> Result<()> {
             .with_context(|| format!("opening source {}", src.display()))?;
             serve!(fs)
         }
-        FsKind::Pathfs => {
+        FsId::Pathfs => {
             let src = source.expect("checked above");
             let fs = PathPassthrough::new(&src, opts.fs)
                 .with_context(|| format!("opening source {}", src.display()))?;
@@ -336,14 +364,26 @@ pub fn run(args: MountArgs) -> Result<()> {
             }
             serve!(PathAdapter::new(fs))
         }
-        FsKind::Memfs => {
+        FsId::Memfs => {
             // Every change to memfs passes through the kernel, so nothing can
             // go stale behind its caches.
             let t = opts.fs.timeouts_or(Timeouts::DAY);
             serve!(MemFs::new(t))
         }
-        FsKind::Nullfs => serve!(NullFs::new(t)),
-        FsKind::Timingfs => {
+        FsId::Nullfs => serve!(NullFs::new(t)),
+        FsId::Sftpfs => {
+            let remote = remote.expect("parsed above");
+            let o = sftp_opts.expect("parsed above");
+            let fs = match fusebox_sftpfs::SftpFs::start(remote, o, &opts.fs) {
+                Ok(fs) => fs,
+                Err(e) => return Err(tell_supervisor(handoff.as_ref(), e.into())),
+            };
+            if args.async_api {
+                bail!("--async-api: sftpfs serves through the path-level API only");
+            }
+            serve!(PathAdapter::new(fs))
+        }
+        FsId::Timingfs | FsId::TimingfsAsync => {
             let profile = TimingProfile::parse(&args.profile).with_context(|| {
                 format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile)
             })?;
@@ -357,6 +397,23 @@ pub fn run(args: MountArgs) -> Result<()> {
             serve!(fs)
         }
     }
+}
+
+/// A server that cannot build its filesystem says why to its supervisor,
+/// which reports it (the server's own stderr may be gone by then).
+fn tell_supervisor(
+    handoff: Option<&fusebox::recovery::Channel>,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    if let Some(ch) = handoff {
+        let error = e
+            .chain()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(": ");
+        let _ = ch.send(&fusebox::recovery::ToSupervisor::Failed { error }, &[]);
+    }
+    e
 }
 
 /// Who learns that the mount is served.
@@ -458,6 +515,7 @@ fn supervise(
     mountpoint: &std::path::Path,
     opts: &Options,
     workers: usize,
+    held_area: usize,
 ) -> Result<()> {
     use fusebox::recovery::{Supervisor, SupervisorConfig};
     // Bound first: `fusebox stats` answers from the moment the mount
@@ -474,6 +532,7 @@ fn supervise(
             clones: workers.max(1),
             max_restarts: args.max_restarts,
             restart_window: args.restart_window,
+            held_area,
             ..SupervisorConfig::default()
         },
     )

@@ -15,16 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use fusebox_registry::{Direct, FsId};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Direct mode: serve this filesystem inside PROGRAM's own process
     /// (and the programs it runs) instead of running a libfuse program:
     /// stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE,
-    /// timingfs-async:PROFILE (the same through the async API) or memfs
+    /// timingfs-async:PROFILE (the same through the async API), memfs
     /// (its files live in its process: one instance in a server of the
-    /// run's, which every process of the run reaches).
-    #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "no_readdirplus_lookups", "options", "library"])]
+    /// run's, which every process of the run reaches) or
+    /// sftpfs:[user@]host:[dir] (one SSH connection and one cache for the
+    /// run, in its server; -o takes its options, as `fusebox mount`'s).
+    #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "no_readdirplus_lookups", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
     /// exist).
@@ -68,7 +71,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_readdirplus_lookups: bool,
     /// More `-o` options for the mount, after the program's own
-    /// (FUSEBOX_OPTIONS).
+    /// (FUSEBOX_OPTIONS); with --fs, the filesystem's options (sftpfs).
     #[arg(short = 'o', long = "options")]
     pub options: Option<String>,
     /// The drop-in library (default: beside this binary, or in
@@ -168,30 +171,44 @@ pub(crate) fn find_preload() -> Result<PathBuf> {
 /// Run PROGRAM in direct mode.
 fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     let command = &args.command;
-    let (name, source) = match spec.split_once(':') {
-        Some((n, s)) => (n, Some(s)),
-        None => (spec, None),
-    };
-    let spec = match name {
-        "stackfs" | "pathfs" => {
-            let src = source.filter(|s| !s.is_empty()).with_context(|| format!("--fs {name} needs a source: {name}:DIR"))?;
+    let parsed = fusebox_registry::parse_spec(spec)?;
+    let fs = parsed.fs;
+    let spec = match (fs.id, parsed.source) {
+        (FsId::Stackfs | FsId::Pathfs, Some(src)) => {
             let src = std::fs::canonicalize(src).with_context(|| format!("source {src}"))?;
             if !src.is_dir() {
                 bail!("source {} is not a directory", src.display());
             }
-            format!("{name}:{}", src.display())
+            format!("{}:{}", fs.name, src.display())
         }
-        "nullfs" => name.to_string(),
-        "timingfs" | "timingfs-async" => {
-            let profile = source.unwrap_or("ssd");
+        (FsId::Timingfs | FsId::TimingfsAsync, profile) => {
+            let profile = profile.unwrap_or("ssd");
             if fusebox_examples::timingfs::TimingProfile::parse(profile).is_none() {
                 bail!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)");
             }
-            format!("{name}:{profile}")
+            format!("{}:{profile}", fs.name)
         }
-        "memfs" => name.to_string(),
-        other => bail!("unknown filesystem {other:?} for direct mode (stackfs:SRC, pathfs:SRC, nullfs, timingfs:PROFILE, timingfs-async:PROFILE or memfs)"),
+        (FsId::Sftpfs, Some(src)) => {
+            // Checked now, so that a typo is this command's error.
+            fusebox_sftpfs::Remote::parse(src)?;
+            if let Some(o) = &args.options {
+                fusebox_sftpfs::SftpOptions::parse(std::slice::from_ref(o))?;
+            }
+            format!("{}:{src}", fs.name)
+        }
+        (_, source) => {
+            let mut s = fs.name.to_string();
+            if let Some(src) = source {
+                s.push(':');
+                s.push_str(src);
+            }
+            s
+        }
     };
+    let run_server = matches!(fs.direct, Direct::RunServer { .. });
+    if args.options.is_some() && !run_server {
+        bail!("-o with --fs {}: only a filesystem served by the run's server (memfs, sftpfs) takes options", fs.name);
+    }
     let at = if at.is_absolute() {
         at.to_path_buf()
     } else {
@@ -222,7 +239,7 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         value.push(old);
     }
     cmd.env("LD_PRELOAD", value)
-        .env("FUSEBOX_DIRECT_FS", spec)
+        .env("FUSEBOX_DIRECT_FS", &spec)
         .env("FUSEBOX_DIRECT_AT", &at)
         .env_remove("FUSEBOX_DIRECT_CWD");
     // A variable left from an outer run would name a page this run
@@ -246,8 +263,8 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     cmd.env_remove(fusebox_direct::shared::DOOR_VAR);
     // Kept open until the exec, which the program inherits.
     let _door;
-    if STATEFUL.contains(&name) {
-        let door = start_server(name)?;
+    if run_server {
+        let door = start_server(&spec, args.options.as_deref())?;
         cmd.env(
             fusebox_direct::shared::DOOR_VAR,
             door.as_raw_fd().to_string(),
@@ -258,15 +275,12 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     Err(err).with_context(|| format!("running {program}"))
 }
 
-/// Filesystems whose state lives in their process: served to direct mode
-/// by one server for the whole run.
-const STATEFUL: [&str; 1] = ["memfs"];
-
-/// Start the run's server for `name` (detached: it outlives this process,
+/// Start the run's server for `spec` (detached: it outlives this process,
 /// which becomes the program, and ends when the run's last process has
 /// closed the door) and wait until it serves. Returns the door's end the
 /// program inherits.
-fn start_server(name: &str) -> Result<OwnedFd> {
+fn start_server(spec: &str, options: Option<&str>) -> Result<OwnedFd> {
+    let name = spec.split(':').next().unwrap_or(spec);
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
     let (ours, theirs) = socketpair(
         AddressFamily::UNIX,
@@ -278,8 +292,13 @@ fn start_server(name: &str) -> Result<OwnedFd> {
     rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
         .context("handing the door to the run's server")?;
     let exe = std::env::current_exe().context("finding this binary")?;
-    let status = Command::new(&exe)
-        .args(["direct-server", "--detach", "--fs", name, "--door"])
+    let mut server = Command::new(&exe);
+    server.args(["direct-server", "--detach", "--fs", spec]);
+    if let Some(o) = options {
+        server.arg("-o").arg(o);
+    }
+    let status = server
+        .arg("--door")
         .arg(theirs.as_raw_fd().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -332,14 +351,19 @@ const DOOR_FD: i32 = 1000;
 
 /// `fusebox direct-server`: the run's server (see `start_server`). With
 /// `detach`, start it as a process of its own group and return at once.
-pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
+pub fn direct_server(spec: &str, options: &[String], door: i32, detach: bool) -> Result<()> {
     let door_fd = fusebox_direct::shared::adopt_door(door)
         .with_context(|| format!("--door {door}: not an inherited socket"))?;
     if detach {
         let exe = std::env::current_exe().context("finding this binary")?;
         // Not itself served by an outer run's direct mode.
-        Command::new(exe)
-            .args(["direct-server", "--fs", fs, "--door"])
+        let mut server = Command::new(exe);
+        server.args(["direct-server", "--fs", spec]);
+        for o in options {
+            server.arg("-o").arg(o);
+        }
+        server
+            .arg("--door")
             .arg(door.to_string())
             .env_remove("LD_PRELOAD")
             .env_remove("FUSEBOX_DIRECT_FS")
@@ -360,18 +384,52 @@ pub fn direct_server(fs: &str, door: i32, detach: bool) -> Result<()> {
     crate::mount::raise_fd_limit();
     // Holding no directory busy (a mount the user's shell started in).
     let _ = std::env::set_current_dir("/");
-    match fs {
-        "memfs" => {
+    let built = build_for_run(spec, options);
+    let refused = |why: String| {
+        fusebox_direct::shared::server::refuse(&door_fd, &why);
+        anyhow::anyhow!(why)
+    };
+    match built.map_err(|e| refused(format!("{e:#}")))? {
+        RunFs::Memfs(fs) => fusebox_direct::shared::serve(fs, door_fd).context("serving the run"),
+        RunFs::Sftpfs(fs) => fusebox_direct::shared::serve(fs, door_fd).context("serving the run"),
+    }
+}
+
+/// What a run's server serves.
+enum RunFs {
+    Memfs(std::sync::Arc<fusebox_examples::MemFs>),
+    Sftpfs(std::sync::Arc<fusebox::PathAdapter<fusebox_sftpfs::SftpFs>>),
+}
+
+fn build_for_run(spec: &str, options: &[String]) -> Result<RunFs> {
+    let parsed = fusebox_registry::parse_spec(spec)?;
+    match parsed.fs.id {
+        FsId::Memfs => {
             // Every change reaches memfs through this server, and the
             // processes' caches are told of each by the run's shared
             // stamps: nothing can go stale behind a long TTL.
-            let fs = std::sync::Arc::new(fusebox_examples::MemFs::new(fusebox::Timeouts::DAY));
-            fusebox_direct::shared::serve(fs, door_fd).context("serving the run")
+            Ok(RunFs::Memfs(std::sync::Arc::new(
+                fusebox_examples::MemFs::new(fusebox::Timeouts::DAY),
+            )))
         }
-        other => {
-            let why = format!("no server for {other:?} (served: {})", STATEFUL.join(", "));
-            fusebox_direct::shared::server::refuse(&door_fd, &why);
-            bail!(why)
+        FsId::Sftpfs => {
+            let remote = fusebox_sftpfs::Remote::parse(parsed.source.unwrap_or_default())?;
+            let (o, rest) = fusebox_sftpfs::SftpOptions::parse(options)?;
+            let mut fuse = fusebox::Options::default();
+            for r in &rest {
+                fuse.apply(r).context("parsing -o")?;
+            }
+            let fs = fusebox_sftpfs::SftpFs::start(remote, o, &fuse.fs)?;
+            Ok(RunFs::Sftpfs(std::sync::Arc::new(
+                fusebox::PathAdapter::new(fs),
+            )))
+        }
+        FsId::Stackfs | FsId::Pathfs | FsId::Nullfs | FsId::Timingfs | FsId::TimingfsAsync => {
+            bail!(
+                "{} is built by each process of a run, not by the run's server (served: {})",
+                parsed.fs.name,
+                fusebox_registry::names(|f| matches!(f.direct, Direct::RunServer { .. }))
+            )
         }
     }
 }

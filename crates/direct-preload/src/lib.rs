@@ -7,15 +7,17 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `FUSEBOX_DIRECT_FS` | `stackfs:SRC`, `pathfs:SRC`, `nullfs` or `timingfs:PROFILE` |
+//! | `FUSEBOX_DIRECT_FS` | `FS[:SOURCE]`, a name from `fusebox_registry` |
 //! | `FUSEBOX_DIRECT_AT` | the absolute path the filesystem appears at |
-//! | `FUSEBOX_DIRECT_SERVER` | the door to the run's server (memfs): a descriptor number |
+//! | `FUSEBOX_DIRECT_SERVER` | the door to the run's server (memfs, sftpfs): a descriptor number |
 //!
-//! Each process builds its own instance: right for filesystems whose
-//! state lives in the kernel's files under SRC (stackfs, pathfs) or that
-//! have none (nullfs). memfs keeps its files in its process: the launcher
-//! runs it in a server of the run's, and every process reaches that one
-//! instance through the door it names (`fusebox_direct::shared`).
+//! Each process builds its own instance of a filesystem the registry
+//! says is built per process: right for those whose state lives in the
+//! kernel's files under SRC (stackfs, pathfs) or that have none (nullfs).
+//! The others (memfs keeps its files in its process, sftpfs one SSH
+//! connection and cache for the run) the launcher runs in a server of the
+//! run's, and every process reaches that one instance through the door it
+//! names (`fusebox_direct::shared`); this library never builds them.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -27,6 +29,7 @@ use fusebox_direct::{MetaCache, VirtualMount};
 use fusebox_examples::pathfs::PathPassthrough;
 use fusebox_examples::stackfs::{StackFs, StackOptions};
 use fusebox_examples::timingfs::{AsyncTimingFs, TimingFs, TimingProfile};
+use fusebox_registry::{Direct, FsId};
 
 mod constructor;
 
@@ -34,75 +37,70 @@ mod constructor;
 /// process's descriptor table with it.
 const FD_CACHE: u64 = 1024;
 
-/// Pages the page cache holds by default (64 MiB a process), for
-/// filesystems whose data is not in the kernel's page cache already.
-const DEFAULT_PAGES: u64 = 16_384;
-
 /// The filesystem `spec` names, and the page cache it gets by default:
 /// none for stackfs and pathfs, whose reads reach the source's kernel page
 /// cache (and whose source others may change behind a cache of ours).
 pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
+    let spec = fusebox_registry::parse_spec(spec).map_err(|e| e.to_string())?;
+    let (fs, source) = (spec.fs, spec.source);
+    let pages = match fs.direct {
+        Direct::PerProcess { page_cache } | Direct::RunServer { page_cache } => page_cache,
+    };
     if let Some(door) = std::env::var_os(fusebox_direct::shared::DOOR_VAR) {
-        // The launcher serves this filesystem from a server of the run's
-        // (its state lives in its process): every process reaches that
-        // one instance. Its data is in no kernel page cache.
+        // The launcher serves this filesystem from a server of the run's:
+        // every process reaches that one instance.
         let fd = door.to_str().and_then(|d| d.parse().ok()).unwrap_or(-1);
         let door = fusebox_direct::shared::adopt_door(fd).ok_or(format!(
             "{}={door:?} names no inherited socket: the run's server is unreachable (a program that closed it?)",
             fusebox_direct::shared::DOOR_VAR
         ))?;
-        return Ok((
-            fusebox_direct::shared::RemoteFs::connect(door),
-            DEFAULT_PAGES,
-        ));
+        return Ok((fusebox_direct::shared::RemoteFs::connect(door), pages));
     }
-    let (name, source) = match spec.split_once(':') {
-        Some((n, s)) => (n, Some(s)),
-        None => (spec, None),
+    let source_dir = || -> Result<&Path, String> {
+        source
+            .map(Path::new)
+            .ok_or(format!("{} needs a source: {}:DIR", fs.name, fs.name))
     };
-    let need_source = || -> Result<&Path, String> {
-        let s = source
-            .filter(|s| !s.is_empty())
-            .ok_or(format!("{name} needs a source: {name}:DIR"))?;
-        Ok(Path::new(s))
-    };
-    match name {
-        "stackfs" => {
-            let src = need_source()?;
+    match fs.id {
+        FsId::Stackfs => {
+            let src = source_dir()?;
             let opts = StackOptions {
                 fd_cache: FD_CACHE,
                 ..StackOptions::default()
             };
-            let fs = StackFs::new(src, opts).map_err(|e| format!("opening source {}: {e}", src.display()))?;
-            Ok((Arc::new(fs), 0))
-        }
-        "pathfs" => {
-            let src = need_source()?;
-            let fs = PathPassthrough::new(src, Default::default())
+            let f = StackFs::new(src, opts)
                 .map_err(|e| format!("opening source {}: {e}", src.display()))?;
-            Ok((Arc::new(fusebox::PathAdapter::new(fs)), 0))
+            Ok((Arc::new(f), pages))
         }
-        "nullfs" => Ok((
+        FsId::Pathfs => {
+            let src = source_dir()?;
+            let f = PathPassthrough::new(src, Default::default())
+                .map_err(|e| format!("opening source {}: {e}", src.display()))?;
+            Ok((Arc::new(fusebox::PathAdapter::new(f)), pages))
+        }
+        FsId::Nullfs => Ok((
             Arc::new(fusebox_examples::nullfs::NullFs::new(Default::default())),
-            DEFAULT_PAGES,
+            pages,
         )),
-        "timingfs" | "timingfs-async" => {
+        FsId::Timingfs | FsId::TimingfsAsync => {
             // One 1 GiB file, as `fusebox mount timingfs` by default.
             let profile = source.unwrap_or("ssd");
             let profile = TimingProfile::parse(profile)
                 .ok_or(format!("unknown timingfs profile {profile:?} (pmem, ssd or NNus)"))?;
-            let fs = TimingFs::new(profile, 1, 1 << 30, Default::default());
-            if name == "timingfs" {
-                return Ok((Arc::new(fs), DEFAULT_PAGES));
+            let f = TimingFs::new(profile, 1, 1 << 30, Default::default());
+            if fs.id == FsId::Timingfs {
+                return Ok((Arc::new(f), pages));
             }
             // The same served through the async API: each call a task on
             // a tokio runtime, waited for by the calling thread.
-            let fs = fusebox::AsyncAdapter::new(AsyncTimingFs(fs))
+            let f = fusebox::AsyncAdapter::new(AsyncTimingFs(f))
                 .map_err(|e| format!("starting the tokio runtime: {e}"))?;
-            Ok((Arc::new(fs), DEFAULT_PAGES))
+            Ok((Arc::new(f), pages))
         }
-        "memfs" => Err("memfs keeps its files in its process: it is served to direct mode by the run's server (`fusebox run --fs memfs`), which this process was not given".into()),
-        other => Err(format!("unknown filesystem {other:?} (direct mode serves stackfs, pathfs, nullfs, timingfs, timingfs-async)")),
+        FsId::Memfs | FsId::Sftpfs => Err(format!(
+            "{} is served to direct mode by the run's server (`fusebox run --fs {}`), which this process was not given",
+            fs.name, fs.name
+        )),
     }
 }
 

@@ -104,6 +104,8 @@ struct Handoff {
     saved_state: Option<OwnedFd>,
     /// The supervisor's listening stats socket.
     stats_socket: Option<std::os::unix::net::UnixListener>,
+    /// The filesystem's held area.
+    held_area: Option<OwnedFd>,
 }
 
 /// How a session gets its mount.
@@ -267,6 +269,7 @@ impl<F: Filesystem> Session<F> {
             clones,
             stats_socket,
             saved_state,
+            held_area,
         } = msg
         else {
             let e = format!("expected the mount, got {msg:?}");
@@ -274,7 +277,11 @@ impl<F: Filesystem> Session<F> {
             return Err(handoff_err(e));
         };
         crate::recovery::failpoint::arm_from_env(generation);
-        let expected = clones + 2 + usize::from(stats_socket) + usize::from(saved_state);
+        let expected = clones
+            + 2
+            + usize::from(stats_socket)
+            + usize::from(saved_state)
+            + usize::from(held_area);
         if fds.len() != expected {
             return Err(handoff_err(format!(
                 "expected {expected} fds, got {}",
@@ -289,6 +296,7 @@ impl<F: Filesystem> Session<F> {
             .then(|| fds.next().expect("counted"))
             .map(std::os::unix::net::UnixListener::from);
         let saved_state = saved_state.then(|| fds.next().expect("counted"));
+        let held_area = held_area.then(|| fds.next().expect("counted"));
         let state = match StateFile::open(state) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -311,6 +319,7 @@ impl<F: Filesystem> Session<F> {
             prepared,
             saved_state,
             stats_socket,
+            held_area,
         };
         Self::start(fs, &mountpoint, opts, cfg, Some(handoff))
     }
@@ -431,19 +440,21 @@ impl<F: Filesystem> Session<F> {
         } else {
             None
         };
-        let (mount, mut clone_fds, supervisor, prepared, saved_state) = match handoff {
+        let (mount, mut clone_fds, supervisor, prepared, saved_state, held_area) = match handoff {
             Some(h) => (
                 Arc::new(Mount::adopt(mountpoint, h.device)),
                 Some(h.clones),
                 Some((h.channel, h.generation, h.state)),
                 h.prepared,
                 h.saved_state,
+                h.held_area,
             ),
             None => (
                 Arc::new(match premade.take() {
                     Some(m) => m,
                     None => Mount::new(mountpoint, &opts.mount)?,
                 }),
+                None,
                 None,
                 None,
                 None,
@@ -465,6 +476,7 @@ impl<F: Filesystem> Session<F> {
                     Upgrade {
                         prepared,
                         saved_state,
+                        held_area,
                     },
                 )?;
                 ledger = Some(l);
@@ -899,14 +911,21 @@ fn obey_supervisor<F: Filesystem>(
                 } else {
                     // Every request this server will serve is counted.
                     carry.carry();
-                    match fs.state_in_process().then(|| save_state(fs)).transpose() {
+                    let saved = fs
+                        .quiesce()
+                        .map_err(|e| format!("finishing its background work: {e}"))
+                        .and_then(|()| {
+                            fs.state_in_process()
+                                .then(|| save_state(fs))
+                                .transpose()
+                                .map_err(|e| format!("saving its filesystem's state: {e}"))
+                        });
+                    match saved {
                         Ok(saved) => (ToSupervisor::Quiesced, saved),
                         Err(e) => {
-                            tracing::error!(error = %e, "saving the filesystem's state failed; serving on");
+                            tracing::error!(error = %e, "the upgrade's pause failed; serving on");
                             pause.resume();
-                            let error = format!(
-                                "the serving process could not save its filesystem's state: {e}"
-                            );
+                            let error = format!("the serving process failed {e}");
                             (ToSupervisor::Failed { error }, None)
                         }
                     }
@@ -940,6 +959,8 @@ fn obey_supervisor<F: Filesystem>(
 struct Upgrade {
     prepared: Option<(Arc<Ledger>, u64)>,
     saved_state: Option<OwnedFd>,
+    /// Not an upgrade's alone: every generation gets the held area.
+    held_area: Option<OwnedFd>,
 }
 
 /// A supervised server's start: INIT's outcome from the state file (or a
@@ -959,7 +980,13 @@ fn recover<F: Filesystem>(
     let Upgrade {
         prepared,
         saved_state,
+        held_area,
     } = upgrade;
+    if let Some(fd) = held_area {
+        let area = crate::sys::shared_map::SharedMap::map(fd)
+            .map_err(|e| RecoveryError::Handoff(format!("mapping the held area: {e}")))?;
+        fs.adopt_held_area(area);
+    }
     let resend = || {
         notifier.resend().map_err(|e| {
             RecoveryError::Handoff(format!(
@@ -1024,6 +1051,7 @@ fn recover<F: Filesystem>(
             tracing::debug!(fh = h.fh, node = h.node, error = %e, "handle not restored");
         }
     }
+    fs.restored();
     tracing::info!(
         generation,
         nodes,

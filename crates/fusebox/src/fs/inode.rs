@@ -332,4 +332,27 @@ pub trait Filesystem: Send + Sync + 'static {
     fn load_state(&self, saved: &mut dyn std::io::Read) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// Supervised, in every server generation before any node or handle
+    /// is restored: memory the supervisor holds for this filesystem
+    /// (`SupervisorConfig::held_area` bytes, zeroed at first), the same
+    /// pages in every generation. What one server wrote there is there
+    /// for the next after a crash: work answered but not finished (sftpfs
+    /// keeps its unconfirmed writes there).
+    fn adopt_held_area(&self, area: crate::sys::shared_map::SharedMap) {}
+
+    /// Supervised, in a new server after every node and handle is
+    /// restored and before any request is served (the kernel's resent
+    /// ones included): finish what a previous server left in the held
+    /// area.
+    fn restored(&self) {}
+
+    /// Planned upgrade, in the old server once its workers paused, before
+    /// the next one takes over: finish background work the next server
+    /// would otherwise do again at the same time (sftpfs waits for its
+    /// writes to be confirmed). An error abandons the upgrade; the old
+    /// server serves on.
+    fn quiesce(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

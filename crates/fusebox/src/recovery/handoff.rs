@@ -27,7 +27,7 @@ const MAX_MESSAGE: usize = 64 << 10;
 pub enum ToServer {
     /// Serve the mount: the fds that come with it are the /dev/fuse fd,
     /// `clones` cloned fds of it (one per classic worker), the state
-    /// file, then the two optional ones below, in that order.
+    /// file, then the three optional ones below, in that order.
     Take {
         generation: u64,
         mountpoint: PathBuf,
@@ -41,6 +41,10 @@ pub enum ToServer {
         /// filesystem that keeps its state in its process).
         #[serde(default)]
         saved_state: bool,
+        /// A last fd follows: the filesystem's held area
+        /// (`Filesystem::adopt_held_area`), the same memfd every time.
+        #[serde(default)]
+        held_area: bool,
     },
     /// Planned upgrade, before the serving process pauses: the state file
     /// comes with it; restore the nodes from it now, answer `Prepared`,

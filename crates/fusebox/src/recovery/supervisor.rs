@@ -23,6 +23,7 @@ use super::RecoveryError;
 use crate::mount::Mount;
 use crate::protocol::{send_error, Notifier};
 use crate::stats::{Snapshot, StatsServer, StatsSocket};
+use crate::sys::shared_map::SharedMap;
 use crate::transport::dev::{device_gone, DevChannel};
 
 #[derive(Clone, Debug)]
@@ -36,6 +37,9 @@ pub struct SupervisorConfig {
     pub restart_window: Duration,
     /// How long a server may take from start to serving.
     pub start_timeout: Duration,
+    /// Bytes of memory to hold for the filesystem across server
+    /// generations (`Filesystem::adopt_held_area`); 0 for none.
+    pub held_area: usize,
 }
 
 impl Default for SupervisorConfig {
@@ -46,6 +50,7 @@ impl Default for SupervisorConfig {
             max_restarts: 5,
             restart_window: Duration::from_secs(30),
             start_timeout: Duration::from_secs(10),
+            held_area: 0,
         }
     }
 }
@@ -180,6 +185,8 @@ pub struct Supervisor {
     /// The mount's stats socket, answered on by whichever server serves
     /// (a `fusebox stats` between two servers waits for the next).
     stats: Option<StatsSocket>,
+    /// The filesystem's held area, when it asked for one.
+    held: Option<SharedMap>,
     cfg: SupervisorConfig,
     stopping: Arc<AtomicBool>,
 }
@@ -206,11 +213,16 @@ impl Supervisor {
             .collect::<Result<Vec<_>, _>>()
             .map_err(RecoveryError::Clone)?;
         let state = Arc::new(StateFile::create(cfg.capacity).map_err(RecoveryError::State)?);
+        let held = (cfg.held_area > 0)
+            .then(|| SharedMap::create("fusebox-held-area", cfg.held_area))
+            .transpose()
+            .map_err(RecoveryError::Io)?;
         Ok(Supervisor {
             mount: Arc::new(mount),
             clones,
             state,
             stats,
+            held,
             cfg,
             stopping: Arc::new(AtomicBool::new(false)),
         })
@@ -291,7 +303,12 @@ impl Supervisor {
                 Err(why) => {
                     if serving.is_some() {
                         // The first server never served: nothing to
-                        // recover, and the user is still waiting.
+                        // recover, and the user is still waiting. The
+                        // mount goes now (other threads hold it, so it
+                        // would not go when this returns).
+                        if let Err(e) = self.mount.unmount() {
+                            tracing::warn!(error = %e, "unmounting after the first server failed");
+                        }
                         return Err(RecoveryError::FirstStart(why));
                     }
                     down_since.get_or_insert_with(Instant::now);
@@ -518,12 +535,14 @@ impl Supervisor {
         fds.push(self.state.fd().as_fd());
         fds.extend(self.stats.as_ref().map(|s| s.listener().as_fd()));
         fds.extend(saved.map(|s| s.as_fd()));
+        fds.extend(self.held.as_ref().map(|h| h.fd().as_fd()));
         let take = ToServer::Take {
             generation,
             mountpoint: self.mount.mountpoint().to_path_buf(),
             clones: self.clones.len(),
             stats_socket: self.stats.is_some(),
             saved_state: saved.is_some(),
+            held_area: self.held.is_some(),
         };
         channel
             .send(&take, &fds)

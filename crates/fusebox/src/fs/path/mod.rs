@@ -315,6 +315,17 @@ pub trait PathFilesystem: Send + Sync + 'static {
     fn restore_handle(&self, path: &Path, handle: &HandleRecord) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
+
+    /// See [`Filesystem::adopt_held_area`].
+    fn adopt_held_area(&self, area: crate::sys::shared_map::SharedMap) {}
+
+    /// See [`Filesystem::restored`].
+    fn restored(&self) {}
+
+    /// See [`Filesystem::quiesce`].
+    fn quiesce(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What readdir reports for an `ino` of 0, the value libfuse uses too.
@@ -981,6 +992,18 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
             self.write().opened(node, FileHandle(handle.fh));
         }
         Ok(())
+    }
+
+    fn adopt_held_area(&self, area: crate::sys::shared_map::SharedMap) {
+        self.fs.adopt_held_area(area);
+    }
+
+    fn restored(&self) {
+        self.fs.restored();
+    }
+
+    fn quiesce(&self) -> std::io::Result<()> {
+        self.fs.quiesce()
     }
 
     /// By path, without registering the name (or detaching it when it is

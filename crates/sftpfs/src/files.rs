@@ -1,0 +1,687 @@
+//! Open files: a remote handle that is reopened on the next connection
+//! when the one it was opened on dies, reads served by a readahead window
+//! that keeps many READs in flight, and writes sent behind the
+//! application's back (write-behind) through the write log.
+//!
+//! Reads. A read at the offset where the last one ended is sequential, and
+//! each sequential read doubles the window (up to `max_readahead_window`)
+//! of chunks requested ahead of it; every chunk is one READ as large as
+//! the server allows (limits@openssh.com; 261,120 bytes on OpenSSH). A
+//! read elsewhere resets the window and asks only for what it needs. The
+//! chunks a file holds are bounded per file (the window) and for the
+//! mount (`readahead_memory`); nothing is prefetched past the size the
+//! file had when it was last seen.
+//!
+//! Writes. A write is copied into the write log, sent, and answered at
+//! once; the server's verdict comes later. A refusal (ENOSPC, EACCES, ...)
+//! is reported by the next write, flush (close), fsync or release of the
+//! file, as sshfs does. flush, fsync and release wait until every write of
+//! the file is confirmed, so a closed file is all on the server
+//! (close-to-open). The log bounds the bytes in flight for the mount
+//! (`write_behind`); a writer waits for room.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use fusebox::Errno;
+
+use crate::client::{CallError, Client};
+use crate::connection::{ConnError, Connection};
+use crate::errors::status_errno;
+use crate::wire::{self, pflags, Reply, Request};
+use crate::writelog::{Pending, WriteLog};
+
+/// What every open file shares: the client, the write log, the limits.
+pub struct Io {
+    pub client: Arc<Client>,
+    log: RwLock<Arc<WriteLog>>,
+    pub readahead: bool,
+    pub window_max: u64,
+    /// Readahead bytes the mount may hold, and holds now.
+    pub budget: u64,
+    held: Arc<AtomicU64>,
+    /// sshfs_sync: no write-behind.
+    pub sync_write: bool,
+}
+
+impl Io {
+    pub fn new(client: Arc<Client>, log: WriteLog, o: &crate::options::SftpOptions) -> Io {
+        Io {
+            client,
+            log: RwLock::new(Arc::new(log)),
+            readahead: o.readahead,
+            window_max: o.readahead_window.max(64 << 10),
+            budget: o.readahead_memory,
+            held: Arc::default(),
+            sync_write: o.sync_write,
+        }
+    }
+
+    pub fn log(&self) -> Arc<WriteLog> {
+        self.log
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Use `log` from now on (the supervisor's held area, adopted before
+    /// any write is served).
+    pub fn set_log(&self, log: WriteLog) {
+        *self.log.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(log);
+    }
+
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.client.timeout()
+    }
+}
+
+/// A remote handle and the connection it belongs to.
+#[derive(Clone)]
+pub struct RemoteHandle {
+    pub conn: Arc<Connection>,
+    pub handle: Arc<[u8]>,
+}
+
+pub struct OpenFile {
+    pub fh: u64,
+    path: Mutex<Vec<u8>>,
+    /// The flags it was opened with; a reopen leaves out CREAT, EXCL and
+    /// TRUNC (the file exists, and its data must stay).
+    pflags: u32,
+    /// Also the lock that orders a reopen before the writes sent after it.
+    remote: Mutex<Option<RemoteHandle>>,
+    ra: Mutex<ReadAhead>,
+    wb: Mutex<WriteState>,
+    wb_changed: Condvar,
+    /// The size the file had when last seen (readahead stops there).
+    size_hint: AtomicU64,
+    /// Unlinked while open: it cannot be reopened by name.
+    gone: AtomicBool,
+    /// Written through this handle since it was opened.
+    pub written: AtomicBool,
+}
+
+#[derive(Default)]
+struct WriteState {
+    /// Unconfirmed writes by sequence number.
+    pending: BTreeMap<u64, Pending>,
+    /// The end of the furthest unconfirmed write (the size the server will
+    /// have once they land).
+    max_end: u64,
+    /// A refusal not yet reported.
+    error: Option<Errno>,
+}
+
+#[derive(Default)]
+struct ReadAhead {
+    chunks: BTreeMap<u64, Arc<Chunk>>,
+    /// Where the next sequential read starts.
+    next: u64,
+    window: u64,
+    /// End of file, when a chunk came back short.
+    eof: Option<u64>,
+    bytes: u64,
+}
+
+/// One READ's worth of a file.
+struct Chunk {
+    off: u64,
+    len: u32,
+    state: Mutex<ChunkState>,
+    ready: Condvar,
+    held: Arc<AtomicU64>,
+}
+
+enum ChunkState {
+    Waiting,
+    Ready(Arc<Vec<u8>>),
+    Failed(Errno),
+    /// The connection dropped under it: ask again.
+    Lost,
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.len as u64, Ordering::Relaxed);
+    }
+}
+
+impl Chunk {
+    fn set(&self, s: ChunkState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = s;
+        self.ready.notify_all();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl OpenFile {
+    pub fn new(fh: u64, path: Vec<u8>, pflags: u32, size: u64) -> OpenFile {
+        OpenFile {
+            fh,
+            path: Mutex::new(path),
+            pflags,
+            remote: Mutex::new(None),
+            ra: Mutex::default(),
+            wb: Mutex::default(),
+            wb_changed: Condvar::new(),
+            size_hint: AtomicU64::new(size),
+            gone: AtomicBool::new(false),
+            written: AtomicBool::new(false),
+        }
+    }
+
+    /// Opened just now on `conn`.
+    pub fn set_remote(&self, rh: RemoteHandle) {
+        *lock(&self.remote) = Some(rh);
+    }
+
+    pub fn path(&self) -> Vec<u8> {
+        lock(&self.path).clone()
+    }
+
+    /// The kernel names the file by this path now (it may have moved).
+    pub fn set_path(&self, p: &[u8]) {
+        let mut g = lock(&self.path);
+        if g.as_slice() != p {
+            *g = p.to_vec();
+        }
+    }
+
+    pub fn mark_gone(&self) {
+        self.gone.store(true, Ordering::Relaxed);
+    }
+
+    pub fn set_size_hint(&self, size: u64) {
+        self.size_hint.store(size, Ordering::Relaxed);
+    }
+
+    pub fn appends(&self) -> bool {
+        self.pflags & pflags::APPEND != 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.pflags & pflags::WRITE != 0
+    }
+
+    /// The remote handle on a live connection, reopening it (and sending
+    /// again the writes the dead connection left unconfirmed) if needed.
+    pub fn handle(self: &Arc<Self>, io: &Io) -> Result<RemoteHandle, Errno> {
+        let mut g = lock(&self.remote);
+        self.handle_locked(io, &mut g)
+    }
+
+    fn handle_locked(
+        self: &Arc<Self>,
+        io: &Io,
+        g: &mut MutexGuard<'_, Option<RemoteHandle>>,
+    ) -> Result<RemoteHandle, Errno> {
+        if let Some(h) = g.as_ref().filter(|h| !h.conn.is_dead()) {
+            return Ok(h.clone());
+        }
+        if self.gone.load(Ordering::Relaxed) {
+            // Unlinked while open: no name to reopen it by.
+            return Err(Errno::EIO);
+        }
+        let deadline = io.deadline();
+        let path = self.path();
+        let reopen = Request::Open {
+            path: &path,
+            pflags: self.pflags & !(pflags::CREAT | pflags::EXCL | pflags::TRUNC),
+            attrs: wire::Attrs::default(),
+        };
+        let rh = loop {
+            let (conn, _) = io.client.current(deadline)?;
+            match io.client.call_on(&conn, &reopen, deadline) {
+                Ok(Reply::Handle(h)) => {
+                    break RemoteHandle {
+                        conn,
+                        handle: h.into(),
+                    }
+                }
+                Ok(Reply::Status { code, .. }) => {
+                    tracing::warn!(fh = self.fh, path = %String::from_utf8_lossy(&path), status = %wire::StatusName(code), "reopening a file after a reconnect failed");
+                    return Err(status_errno(code));
+                }
+                Ok(_) => return Err(Errno::EPROTO),
+                // The open itself is harmless to repeat.
+                Err(CallError::Unknown) => continue,
+                Err(CallError::Errno(e)) => return Err(e),
+            }
+        };
+        **g = Some(rh.clone());
+        self.replay(io, &rh);
+        // Readahead asked on the old connection is lost.
+        lock(&self.ra).chunks.retain(|_, c| {
+            !matches!(
+                *c.state.lock().unwrap_or_else(PoisonError::into_inner),
+                ChunkState::Waiting | ChunkState::Lost
+            )
+        });
+        Ok(rh)
+    }
+
+    /// Send again every unconfirmed write, oldest first, on `rh` (the
+    /// caller holds the remote lock, so nothing newer goes out before).
+    fn replay(self: &Arc<Self>, io: &Io, rh: &RemoteHandle) {
+        let pending: Vec<Pending> = lock(&self.wb).pending.values().cloned().collect();
+        if pending.is_empty() {
+            return;
+        }
+        tracing::info!(
+            fh = self.fh,
+            writes = pending.len(),
+            "sending unconfirmed writes again"
+        );
+        let log = io.log();
+        for p in pending {
+            let data = log.data(&p);
+            self.send_write(io, rh, &log, p, &data);
+        }
+    }
+
+    fn send_write(
+        self: &Arc<Self>,
+        _io: &Io,
+        rh: &RemoteHandle,
+        log: &Arc<WriteLog>,
+        p: Pending,
+        data: &[u8],
+    ) {
+        let me = self.clone();
+        let log = log.clone();
+        let seq = p.seq;
+        rh.conn.call_back(
+            &Request::Write {
+                handle: &rh.handle,
+                offset: p.offset,
+                data,
+            },
+            move |r| me.confirmed(&log, seq, r),
+        );
+    }
+
+    /// The server's verdict on write `seq`.
+    fn confirmed(&self, log: &WriteLog, seq: u64, r: Result<Reply, ConnError>) {
+        let err = match r {
+            Ok(Reply::Status { code, .. }) if code == wire::status::OK => None,
+            Ok(Reply::Status { code, message }) => {
+                tracing::warn!(fh = self.fh, status = %wire::StatusName(code), message, "the server refused a write");
+                Some(status_errno(code))
+            }
+            Ok(_) => Some(Errno::EPROTO),
+            // Sent again on the next connection (see `handle`).
+            Err(ConnError::Lost(_)) => {
+                self.wb_changed.notify_all();
+                return;
+            }
+            Err(ConnError::TimedOut(_)) => Some(Errno::EIO),
+        };
+        let mut wb = lock(&self.wb);
+        if let Some(p) = wb.pending.remove(&seq) {
+            log.done(&p);
+            if let Some(e) = err {
+                wb.error.get_or_insert(e);
+            }
+            if wb.pending.is_empty() {
+                wb.max_end = 0;
+            }
+        }
+        drop(wb);
+        self.wb_changed.notify_all();
+    }
+
+    /// Write-behind: logged, sent, answered. Returns the bytes taken.
+    pub fn write(self: &Arc<Self>, io: &Io, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        if let Some(e) = lock(&self.wb).error.take() {
+            return Err(e);
+        }
+        self.written.store(true, Ordering::Relaxed);
+        self.forget_readahead();
+        let mut g = lock(&self.remote);
+        let rh = self.handle_locked(io, &mut g)?;
+        let max = rh.conn.info().max_write.max(4096) as usize;
+        if io.sync_write || self.appends() {
+            drop(g);
+            return self.write_through(io, offset, data, max);
+        }
+        let log = io.log();
+        let path = self.path();
+        let deadline = io.deadline();
+        let mut off = offset;
+        for piece in data.chunks(max.min(log.max_record() - path.len())) {
+            let p = log
+                .append(self.fh, off, piece, &path, deadline)
+                .ok_or_else(|| {
+                    tracing::warn!("the write log stayed full for the whole timeout");
+                    Errno::EIO
+                })?;
+            {
+                let mut wb = lock(&self.wb);
+                wb.max_end = wb.max_end.max(off + piece.len() as u64);
+                wb.pending.insert(p.seq, p.clone());
+            }
+            self.send_write(io, &rh, &log, p, piece);
+            off += piece.len() as u64;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// A write the server confirms before it is answered (sshfs_sync, and
+    /// O_APPEND, whose offset the server picks: sending it twice would
+    /// append twice, so it is never logged to be sent again).
+    fn write_through(
+        self: &Arc<Self>,
+        io: &Io,
+        offset: u64,
+        data: &[u8],
+        max: usize,
+    ) -> Result<u32, Errno> {
+        let deadline = io.deadline();
+        let mut done = 0usize;
+        for piece in data.chunks(max) {
+            let rh = self.handle(io)?;
+            let req = Request::Write {
+                handle: &rh.handle,
+                offset: offset + done as u64,
+                data: piece,
+            };
+            match io.client.call_on(&rh.conn, &req, deadline) {
+                Ok(Reply::Status { code, .. }) if code == wire::status::OK => {}
+                Ok(Reply::Status { code, .. }) => {
+                    return if done > 0 {
+                        Ok(done as u32)
+                    } else {
+                        Err(status_errno(code))
+                    }
+                }
+                Ok(_) => return Err(Errno::EPROTO),
+                Err(CallError::Errno(e)) => return Err(e),
+                // An append may have landed: the application must not be
+                // told it did not, nor that it did. EIO, as a local disk
+                // that lost power mid-write would.
+                Err(CallError::Unknown) if self.appends() => return Err(Errno::EIO),
+                Err(CallError::Unknown) => {
+                    // At an offset: harmless to send again.
+                    return self
+                        .write_through(io, offset + done as u64, &data[done..], max)
+                        .map(|n| n + done as u32);
+                }
+            }
+            done += piece.len();
+        }
+        Ok(done as u32)
+    }
+
+    /// Wait until every write is confirmed; the refusal, if one came.
+    pub fn drain(self: &Arc<Self>, io: &Io) -> Result<(), Errno> {
+        let deadline = io.deadline();
+        loop {
+            // The remote lock is taken before the write state's, as
+            // `write` does.
+            let dead = lock(&self.remote).as_ref().is_none_or(|h| h.conn.is_dead());
+            if dead && self.has_pending() {
+                // Its connection died with writes unconfirmed: reopen,
+                // which sends them again.
+                self.handle(io)?;
+                continue;
+            }
+            let wb = lock(&self.wb);
+            if wb.pending.is_empty() {
+                let mut wb = wb;
+                return wb.error.take().map_or(Ok(()), Err);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::warn!(fh = self.fh, "writes unconfirmed for the whole timeout");
+                return Err(Errno::EIO);
+            }
+            let wait = (deadline - now).min(Duration::from_millis(200));
+            drop(
+                self.wb_changed
+                    .wait_timeout(wb, wait)
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+        }
+    }
+
+    /// Writes still unconfirmed (for getattr, which must not report the
+    /// server's size while they are on their way).
+    pub fn unconfirmed_end(&self) -> Option<u64> {
+        let wb = lock(&self.wb);
+        (!wb.pending.is_empty()).then_some(wb.max_end)
+    }
+
+    /// Take over writes a previous process logged for this file.
+    pub fn adopt_pending(&self, p: Pending) {
+        let mut wb = lock(&self.wb);
+        wb.max_end = wb.max_end.max(p.offset + p.len as u64);
+        wb.pending.insert(p.seq, p);
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !lock(&self.wb).pending.is_empty()
+    }
+
+    /// Drop what was read ahead (the file changed).
+    pub fn forget_readahead(&self) {
+        let mut ra = lock(&self.ra);
+        if !ra.chunks.is_empty() {
+            ra.chunks.clear();
+            ra.bytes = 0;
+        }
+        ra.eof = None;
+    }
+
+    /// Close the remote handle, without waiting for the answer.
+    pub fn close(&self) {
+        if let Some(rh) = lock(&self.remote).take() {
+            if !rh.conn.is_dead() {
+                rh.conn
+                    .call_back(&Request::Close { handle: &rh.handle }, |_| {});
+            }
+        }
+    }
+
+    /// Read `size` bytes at `offset` into `out`.
+    pub fn read(
+        self: &Arc<Self>,
+        io: &Io,
+        offset: u64,
+        size: u32,
+        out: &mut fusebox::protocol::DataOut<'_>,
+    ) -> Result<(), Errno> {
+        let rh = self.handle(io)?;
+        let chunk = rh.conn.info().max_read.max(4096) as u64;
+        let end = offset + size as u64;
+        let needed = self.plan(io, &rh, offset, end, chunk);
+        let deadline = io.deadline();
+        let mut pos = offset;
+        for c in needed {
+            let data = self.wait_chunk(io, &c, deadline)?;
+            let Some(data) = data else { break };
+            // The part of this chunk the read wants.
+            let from = (pos - c.off) as usize;
+            if from >= data.len() {
+                break;
+            }
+            let upto = ((end - c.off) as usize).min(data.len());
+            out.extend_from_slice(&data[from..upto]);
+            pos = c.off + upto as u64;
+            if data.len() < c.len as usize || pos >= end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decide what to ask for and return the chunks `[offset, end)` needs.
+    fn plan(
+        self: &Arc<Self>,
+        io: &Io,
+        rh: &RemoteHandle,
+        offset: u64,
+        end: u64,
+        chunk: u64,
+    ) -> Vec<Arc<Chunk>> {
+        let mut ra = lock(&self.ra);
+        let sequential = offset == ra.next
+            || (ra.next > 0 && offset + chunk >= ra.next && offset <= ra.next + ra.window);
+        ra.window = if !io.readahead {
+            0
+        } else if sequential {
+            (ra.window * 2).clamp(2 * chunk, io.window_max.max(2 * chunk))
+        } else {
+            0
+        };
+        ra.next = end;
+        let hint = self.size_hint.load(Ordering::Relaxed);
+        let limit = ra.eof.unwrap_or(u64::MAX);
+        // Ahead: up to the window, not past the size last seen (rounded up
+        // to a chunk, so a file growing a little is still read ahead).
+        let ahead_end = (end + ra.window).min(hint.div_ceil(chunk).max(1) * chunk);
+        let want_end = end.max(ahead_end).min(limit.max(end));
+        // What lies well behind this read is not read again sequentially.
+        let behind = offset.saturating_sub(chunk * 2);
+        let old: Vec<u64> = ra
+            .chunks
+            .range(..behind)
+            .filter(|(o, c)| **o + c.len as u64 <= behind)
+            .map(|(o, _)| *o)
+            .collect();
+        for o in old {
+            if let Some(c) = ra.chunks.remove(&o) {
+                ra.bytes -= c.len as u64;
+            }
+        }
+        let mut needed = Vec::new();
+        let mut at = offset / chunk * chunk;
+        while at < want_end {
+            let is_needed = at < end;
+            let c = match ra.chunks.get(&at) {
+                Some(c) => c.clone(),
+                None => {
+                    // Read ahead only within the mount's budget.
+                    if !is_needed && io.held.load(Ordering::Relaxed) + chunk > io.budget {
+                        break;
+                    }
+                    let c = Arc::new(Chunk {
+                        off: at,
+                        len: chunk as u32,
+                        state: Mutex::new(ChunkState::Waiting),
+                        ready: Condvar::new(),
+                        held: io.held.clone(),
+                    });
+                    io.held.fetch_add(chunk, Ordering::Relaxed);
+                    ra.bytes += chunk;
+                    ra.chunks.insert(at, c.clone());
+                    self.request(rh, &c);
+                    c
+                }
+            };
+            if is_needed {
+                needed.push(c);
+            }
+            at += chunk;
+        }
+        // Random reads keep at most a window's worth: drop the lowest.
+        let cap = io.window_max.max(4 * chunk);
+        while ra.bytes > cap {
+            let Some((&o, _)) = ra
+                .chunks
+                .iter()
+                .find(|(o, _)| **o + chunk <= offset || **o >= want_end)
+            else {
+                break;
+            };
+            if let Some(c) = ra.chunks.remove(&o) {
+                ra.bytes -= c.len as u64;
+            }
+        }
+        needed
+    }
+
+    fn request(&self, rh: &RemoteHandle, c: &Arc<Chunk>) {
+        let target = c.clone();
+        rh.conn.call_back(
+            &Request::Read {
+                handle: &rh.handle,
+                offset: c.off,
+                len: c.len,
+            },
+            move |r| {
+                target.set(match r {
+                    Ok(Reply::Data(d)) => ChunkState::Ready(Arc::new(d)),
+                    Ok(Reply::Status { code, .. }) if code == wire::status::EOF => {
+                        ChunkState::Ready(Arc::default())
+                    }
+                    Ok(Reply::Status { code, .. }) => ChunkState::Failed(status_errno(code)),
+                    Ok(_) => ChunkState::Failed(Errno::EPROTO),
+                    Err(ConnError::Lost(_)) => ChunkState::Lost,
+                    Err(ConnError::TimedOut(_)) => ChunkState::Failed(Errno::EIO),
+                })
+            },
+        );
+    }
+
+    /// A chunk's data once it came (None: past the end of the file).
+    fn wait_chunk(
+        self: &Arc<Self>,
+        io: &Io,
+        c: &Arc<Chunk>,
+        deadline: Instant,
+    ) -> Result<Option<Arc<Vec<u8>>>, Errno> {
+        let mut st = lock(&c.state);
+        loop {
+            match &*st {
+                ChunkState::Ready(d) => {
+                    if d.len() < c.len as usize {
+                        let mut ra = lock(&self.ra);
+                        let eof = c.off + d.len() as u64;
+                        ra.eof = Some(ra.eof.map_or(eof, |e| e.min(eof)));
+                    }
+                    return Ok((!d.is_empty()).then(|| d.clone()));
+                }
+                ChunkState::Failed(e) => {
+                    let e = *e;
+                    drop(st);
+                    lock(&self.ra).chunks.remove(&c.off);
+                    return Err(e);
+                }
+                ChunkState::Lost => {
+                    drop(st);
+                    let rh = self.handle(io)?;
+                    c.set(ChunkState::Waiting);
+                    self.request(&rh, c);
+                    st = lock(&c.state);
+                    continue;
+                }
+                ChunkState::Waiting => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                // The server stopped answering: as for any request.
+                if let Some(rh) = lock(&self.remote).as_ref() {
+                    rh.conn
+                        .die(format!("no reply to READ within {:?}", io.client.timeout()));
+                }
+                drop(st);
+                lock(&self.ra).chunks.remove(&c.off);
+                return Err(Errno::EIO);
+            }
+            st = c
+                .ready
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
