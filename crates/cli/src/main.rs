@@ -96,6 +96,12 @@ enum Command {
         #[arg(long)]
         detach: bool,
     },
+    /// An OpenSSH server on loopback with throwaway keys in DIR, for
+    /// scripts that test sftpfs (tests/pjdfstest.sh): writes DIR/ssh-options
+    /// (the -o options that reach it) once it listens, and runs until
+    /// stopped (SIGTERM, SIGINT), taking sshd with it.
+    #[command(hide = true)]
+    TestSshd { dir: PathBuf },
     /// One workload of a suite, run in this process (the bench starts it
     /// under `fusebox run --fs` for the direct-mode subjects).
     #[command(hide = true)]
@@ -248,6 +254,22 @@ fn run() -> Result<()> {
             door,
             detach,
         } => run::direct_server(&fs, &options, door, detach),
+        Command::TestSshd { dir } => {
+            let sshd = fusebox_bench::remote::Sshd::start(
+                &dir,
+                &fusebox_bench::remote::SshdConfig::default(),
+            )?;
+            let opts = dir.join("ssh-options");
+            std::fs::write(dir.join(".ssh-options"), sshd.ssh_options(sshd.port()))?;
+            std::fs::rename(dir.join(".ssh-options"), &opts)?;
+            let mut signals = signal_hook::iterator::Signals::new([
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+            ])?;
+            signals.forever().next();
+            drop(sshd);
+            Ok(())
+        }
         Command::BenchWorker {
             suite,
             workload,

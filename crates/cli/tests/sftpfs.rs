@@ -580,3 +580,116 @@ fn bad_input_is_one_clear_line_and_no_mount() {
     );
     refused(&r, port, "frobnicate", "unknown option");
 }
+
+/// /dev/fuse open to every user while it lives (as on a desktop
+/// distribution), its mode restored after.
+struct FuseDeviceOpen {
+    mode: u32,
+}
+
+impl FuseDeviceOpen {
+    fn new() -> FuseDeviceOpen {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
+        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).unwrap();
+        FuseDeviceOpen { mode }
+    }
+}
+
+impl Drop for FuseDeviceOpen {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.mode));
+    }
+}
+
+/// `args` run as nobody (uid and gid 65534, no other groups).
+fn as_nobody(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .args([
+            "120",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .args(["env", "-u", "XDG_RUNTIME_DIR", "HOME=/tmp"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn nobody_ok(args: &[&str]) -> String {
+    let out = as_nobody(args);
+    assert!(
+        out.status.success(),
+        "{args:?} as nobody: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
+    let _dev = FuseDeviceOpen::new();
+    let r = Remote::start("user");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(r.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(r.mnt(), Some(65534), Some(65534)).unwrap();
+    let key = r.sshd.key_for(65534, 65534).unwrap();
+    // The server's login user (root) shows as the mounting user, as
+    // sshfs users ask with idmap=user.
+    let opts = format!(
+        "idmap=user,{}",
+        r.sshd
+            .ssh_options_with(r.sshd.port(), &key, &r.sshd.dir().join("known_hosts"))
+    );
+    let mnt = r.mnt();
+    let mnt_s = mnt.to_str().unwrap();
+    let out = nobody_ok(&[BIN, "mount", "sftpfs", &r.spec(), mnt_s, "-o", &opts]);
+    let daemon: u32 = out.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let g = Guard {
+        mnt: mnt.clone(),
+        daemon,
+    };
+    // The daemon is the user's, and so is the mount.
+    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "{status}"
+    );
+    let m = fusebox::mount::fuse_mount_at(&std::fs::canonicalize(&mnt).unwrap()).unwrap();
+    assert_eq!(m.user_id, Some(65534));
+    std::fs::write(r.root().join("hello"), "from the server\n").unwrap();
+    assert_eq!(
+        nobody_ok(&["cat", &format!("{mnt_s}/hello")]),
+        "from the server\n"
+    );
+    nobody_ok(&[
+        "sh",
+        "-c",
+        &format!("cp -a /usr/share/doc/fuse3 {mnt_s}/doc && ls -lR {mnt_s} > /dev/null"),
+    ]);
+    assert_eq!(
+        tree_sums(&r.root().join("doc")),
+        tree_sums(Path::new("/usr/share/doc/fuse3"))
+    );
+    // Statistics and the supervisor's control socket, in the user's own
+    // runtime directory; root finds them too.
+    let stats = nobody_ok(&[BIN, "stats", mnt_s]);
+    assert!(stats.contains("LOOKUP"), "{stats}");
+    assert!(snapshot(&mnt).recovery.is_some());
+    nobody_ok(&[BIN, "upgrade", mnt_s]);
+    assert_eq!(
+        nobody_ok(&["cat", &format!("{mnt_s}/hello")]),
+        "from the server\n"
+    );
+    assert!(snapshot(&mnt).recovery.unwrap().generation >= 2);
+    nobody_ok(&[BIN, "umount", mnt_s]);
+    assert!(!is_mounted(&mnt));
+    drop(g);
+}

@@ -18,7 +18,8 @@ pub fn status_errno(code: u32) -> Errno {
         status::NO_SUCH_FILE => Errno::ENOENT,
         status::PERMISSION_DENIED => Errno::EACCES,
         status::FAILURE => Errno::EPERM,
-        status::BAD_MESSAGE => Errno(libc::EBADMSG),
+        // OpenSSH's code for EINVAL (and ENAMETOOLONG, caught before).
+        status::BAD_MESSAGE => Errno::EINVAL,
         status::NO_CONNECTION => Errno(libc::ENOTCONN),
         status::CONNECTION_LOST => Errno(libc::ECONNABORTED),
         status::OP_UNSUPPORTED => Errno::EOPNOTSUPP,

@@ -200,6 +200,10 @@ impl OpenFile {
         self.gone.store(true, Ordering::Relaxed);
     }
 
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
     pub fn set_size_hint(&self, size: u64) {
         self.size_hint.store(size, Ordering::Relaxed);
     }

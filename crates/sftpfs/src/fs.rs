@@ -81,6 +81,9 @@ fn now_secs() -> u32 {
         .map_or(0, |d| d.as_secs() as u32)
 }
 
+/// The longest name a component may have (Linux's NAME_MAX).
+const NAME_MAX: usize = 255;
+
 /// A number that changes when a file's size, times, mode or owner do.
 fn fingerprint(a: &Attrs) -> u64 {
     use std::hash::BuildHasher;
@@ -278,6 +281,12 @@ impl SftpFs {
             })?,
         };
         let p = path.as_os_str().as_bytes();
+        // What Linux refuses, refused here: the server would say only
+        // "bad message" (OpenSSH folds ENAMETOOLONG into EINVAL's code).
+        if p.len() >= libc::PATH_MAX as usize || p.split(|&b| b == b'/').any(|c| c.len() > NAME_MAX)
+        {
+            return Err(Errno::ENAMETOOLONG);
+        }
         let rel = p.strip_prefix(b"/").unwrap_or(p);
         if rel.is_empty() {
             return Ok(base);
@@ -898,10 +907,15 @@ impl PathFilesystem for SftpFs {
         if let Some(end) = self.unconfirmed_end(&rp, fh) {
             a.size = Some(a.size.unwrap_or(0).max(end));
         }
+        let mut attr = self.attr(&a);
         if let Some(f) = &file {
             f.set_size_hint(a.size.unwrap_or(0));
+            if f.is_gone() {
+                // Unlinked while open (fstat after unlink): no name left.
+                attr.nlink = 0;
+            }
         }
-        Ok(self.attr(&a))
+        Ok(attr)
     }
 
     fn setattr(&self, _ctx: &Ctx, path: &Path, attr: &SetAttr) -> FsResult<FileAttr> {

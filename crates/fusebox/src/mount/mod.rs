@@ -419,6 +419,8 @@ pub struct FuseMountInfo {
     pub source: String,
     /// Device minor = fusectl connection number.
     pub connection: u32,
+    /// Whose mount it is (the `user_id=` the kernel shows).
+    pub user_id: Option<u32>,
 }
 
 /// Every FUSE mount visible to this process.
@@ -468,12 +470,18 @@ fn parse_mountinfo_line(line: &str) -> Option<FuseMountInfo> {
         return None;
     }
     let source = r.next().unwrap_or("");
+    let user_id = r
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .find_map(|o| o.strip_prefix("user_id=")?.parse().ok());
     let (_, minor) = fields.get(2)?.split_once(':')?;
     Some(FuseMountInfo {
         mountpoint: PathBuf::from(unescape_mountinfo(fields.get(4)?)),
         fstype: fstype.into(),
         source: unescape_mountinfo(source).to_string_lossy().into_owned(),
         connection: minor.parse().ok()?,
+        user_id,
     })
 }
 

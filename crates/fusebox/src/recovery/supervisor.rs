@@ -100,9 +100,7 @@ impl ControlSocket {
     fn start(mountpoint: &Path, events: mpsc::Sender<Event>) -> std::io::Result<ControlSocket> {
         use std::io::{BufRead, BufReader, Write};
         let path = control_socket_for(mountpoint);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
+        crate::stats::ensure_runtime_dir()?;
         let _ = std::fs::remove_file(&path);
         let listener = std::os::unix::net::UnixListener::bind(&path)?;
         std::thread::Builder::new()
@@ -146,8 +144,11 @@ impl Drop for ControlSocket {
 /// Ask the supervisor of `mountpoint` to upgrade its server.
 pub fn request_upgrade(mountpoint: &Path, binary: Option<&Path>) -> Result<String, String> {
     use std::io::{BufRead, BufReader, Write};
-    let path = control_socket_for(mountpoint);
-    let mut conn = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+    let paths: Vec<PathBuf> = crate::stats::socket_paths_to_try(mountpoint)
+        .into_iter()
+        .map(|p| p.with_extension("ctl"))
+        .collect();
+    let (_, mut conn) = crate::stats::connect_first(&paths).map_err(|(path, e)| {
         format!(
             "no supervisor answers for {} at {} ({e}): is it mounted with recovery on?",
             mountpoint.display(),

@@ -13,7 +13,10 @@ use std::time::Duration;
 use fusebox_abi::Opcode;
 use serde::{Deserialize, Serialize};
 
-pub use server::{fetch, socket_path_for, StatsServer, StatsSocket};
+pub use server::{
+    connect_first, ensure_runtime_dir, fetch, runtime_dir_for, socket_path_for,
+    socket_paths_to_try, StatsServer, StatsSocket,
+};
 
 /// Histogram bins: bin N counts requests that took 2^(N+1)..2^(N+2) ns.
 pub const BINS: usize = 32;

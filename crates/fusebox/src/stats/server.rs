@@ -13,27 +13,89 @@ use crate::error::Error;
 
 use super::Snapshot;
 
-/// Where the daemon serving `mountpoint` listens: one socket per mount,
-/// named by a hash of the canonical mount path, under the runtime dir.
+/// Where a daemon of this user serving `mountpoint` listens: one socket
+/// per mount, named by a hash of the canonical mount path, in this user's
+/// runtime directory (see [`runtime_dir_for`]).
 pub fn socket_path_for(mountpoint: &Path) -> PathBuf {
+    runtime_dir_for(rustix::process::geteuid().as_raw()).join(socket_name(mountpoint))
+}
+
+/// Where to look for the daemon of `mountpoint`, most likely first: in
+/// the runtime directory of the mount's owner (mountinfo names it, so
+/// root finds a user's sockets too), then the caller's, then root's (a
+/// mount root made for a user, `-o user_id=`).
+pub fn socket_paths_to_try(mountpoint: &Path) -> Vec<PathBuf> {
+    let canonical = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let name = socket_name(&canonical);
+    let mut uids: Vec<u32> = Vec::new();
+    if let Some(owner) = crate::mount::fuse_mount_at(&canonical).and_then(|m| m.user_id) {
+        uids.push(owner);
+    }
+    uids.push(rustix::process::geteuid().as_raw());
+    uids.push(0);
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for u in uids {
+        let p = runtime_dir_for(u).join(&name);
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    paths
+}
+
+fn socket_name(mountpoint: &Path) -> String {
     let canonical = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     // FNV-1a: stable across builds and processes, unlike std's hasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in canonical.as_os_str().as_encoded_bytes() {
         h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
-    runtime_dir().join(format!("{h:016x}.sock"))
+    format!("{h:016x}.sock")
 }
 
-fn runtime_dir() -> PathBuf {
-    let base = if rustix::process::geteuid().is_root() {
-        PathBuf::from("/run")
-    } else {
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir)
-    };
-    base.join("fusebox")
+/// The directory of `uid`'s fusebox sockets: /run/fusebox for root;
+/// for a user, fusebox/ in the session's runtime directory
+/// (/run/user/UID, made by systemd-logind at login), else
+/// /tmp/fusebox-UID. Named by the uid, not the environment, so a daemon
+/// and a `fusebox stats` started from different shells agree.
+pub fn runtime_dir_for(uid: u32) -> PathBuf {
+    if uid == 0 {
+        return PathBuf::from("/run/fusebox");
+    }
+    let session = PathBuf::from(format!("/run/user/{uid}"));
+    if session.is_dir() {
+        return session.join("fusebox");
+    }
+    std::env::temp_dir().join(format!("fusebox-{uid}"))
+}
+
+/// Make this process's runtime directory if needed, private to its user,
+/// and refuse one another user made (in /tmp anyone could, to catch the
+/// sockets).
+pub fn ensure_runtime_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = rustix::process::geteuid().as_raw();
+    let dir = runtime_dir_for(uid);
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(if uid == 0 { 0o755 } else { 0o700 })
+        .create(&dir)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(&dir)?;
+    if !m.is_dir() || m.uid() != uid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of this user's (uid {uid}); remove it",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(dir)
 }
 
 /// A thread answering each connection with one JSON snapshot.
@@ -70,9 +132,7 @@ impl StatsSocket {
             path: path.clone(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
+        ensure_runtime_dir().map_err(err)?;
         let _turn = SocketLock::take(&path);
         sweep_stale_sockets(&path);
         let _ = std::fs::remove_file(&path);
@@ -277,17 +337,35 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 
 /// Read a snapshot from the daemon serving `mountpoint`.
 pub fn fetch(mountpoint: &Path) -> Result<Snapshot, Error> {
-    let path = socket_path_for(mountpoint);
+    let paths = socket_paths_to_try(mountpoint);
+    let (path, mut conn) =
+        connect_first(&paths).map_err(|(path, source)| Error::Stats { path, source })?;
     let err = |source| Error::Stats {
         path: path.clone(),
         source,
     };
-    let mut conn = UnixStream::connect(&path).map_err(err)?;
     conn.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(err)?;
     let mut buf = Vec::new();
     conn.read_to_end(&mut buf).map_err(err)?;
     serde_json::from_slice(&buf).map_err(|e| err(e.into()))
+}
+
+/// The first of `paths` that answers; else the first one's error (the
+/// most likely place).
+pub fn connect_first(
+    paths: &[PathBuf],
+) -> Result<(PathBuf, UnixStream), (PathBuf, std::io::Error)> {
+    let mut first = None;
+    for p in paths {
+        match UnixStream::connect(p) {
+            Ok(c) => return Ok((p.clone(), c)),
+            Err(e) => {
+                first.get_or_insert((p.clone(), e));
+            }
+        }
+    }
+    Err(first.unwrap_or_else(|| (PathBuf::new(), std::io::ErrorKind::NotFound.into())))
 }
 
 #[cfg(test)]
