@@ -12,9 +12,11 @@ need=()
 # e2fsprogs: ext4 on fusebox block devices in the tests; nbdkit, libnbd-bin
 # (nbdfuse) and qemu-system-common (qemu-storage-daemon): the blk bench's peers.
 # iproute2 (ss): a direct-mode test finds the run's server by its socket.
+# rsync, sqlite3, git: programs the sftpfs tests run on the mount;
+# rclone: the sftp bench's peer (rclone mount), beside sshfs.
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
            sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server \
-           e2fsprogs nbdkit libnbd-bin qemu-system-common iproute2; do
+           e2fsprogs nbdkit libnbd-bin qemu-system-common iproute2 rsync sqlite3 git rclone; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

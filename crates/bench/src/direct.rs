@@ -24,9 +24,10 @@ use crate::subject::{Mounted, Native, Subject};
 pub struct DirectLaunch {
     pub fusebox_bin: PathBuf,
     pub suite: String,
-    /// stackfs's source (the backing directory).
-    pub source: PathBuf,
-    /// Extra `fusebox run` arguments (--intercept, --cache-entries).
+    /// What `--fs` names (stackfs over the backing directory, sftpfs over
+    /// the backing directory's server).
+    pub spec: String,
+    /// Extra `fusebox run` arguments (--intercept, --cache-entries, -o).
     pub args: Vec<String>,
 }
 
@@ -77,7 +78,7 @@ impl Subject for Direct {
             DirectLaunch {
                 fusebox_bin: self.fusebox_bin.clone(),
                 suite: self.suite.clone(),
-                source: backing.to_path_buf(),
+                spec: format!("stackfs:{}", backing.display()),
                 args: self.args.clone(),
             },
         ))
@@ -151,7 +152,7 @@ pub fn run(launch: &DirectLaunch, name: &str, dir: &Path) -> Result<Sample> {
         .arg("run")
         .args(&launch.args)
         .arg("--fs")
-        .arg(format!("stackfs:{}", launch.source.display()))
+        .arg(&launch.spec)
         .arg("--at")
         .arg(dir)
         .arg("--")

@@ -55,18 +55,32 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
         }
         Kind::Replacement { inodes, .. } => make_files(&dataset_dir(backing, w), *inodes, 4096),
-        Kind::Tree { op, .. } => {
-            let archive = tree_archive(backing)?;
-            if *op == TreeOp::GitStatus {
-                let repo = dataset_dir(backing, w);
-                if !repo.join(".git").exists() {
-                    fs::create_dir_all(&repo)?;
-                    sh(&repo, &format!("tar xf {}", archive.display()))?;
+        Kind::Tree { op, source, .. } => {
+            let archive = tree_archive(backing, *source)?;
+            let dir = dataset_dir(backing, w);
+            match op {
+                TreeOp::GitStatus if !dir.join(".git").exists() => {
+                    fs::create_dir_all(&dir)?;
+                    sh(&dir, &format!("tar xf {}", archive.display()))?;
                     sh(
-                        &repo,
+                        &dir,
                         "git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree",
                     )?;
                 }
+                TreeOp::ListLong if !dir.join(".complete").exists() => {
+                    fs::create_dir_all(&dir)?;
+                    sh(&dir, &format!("tar xf {} && : > .complete", archive.display()))?;
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+        Kind::ReadSteps { file_size, .. } => {
+            let dir = dataset_dir(backing, w);
+            fs::create_dir_all(&dir)?;
+            let p = dir.join("f0");
+            if fs::metadata(&p).map(|m| m.len()).unwrap_or(0) != *file_size {
+                write_pattern(&p, *file_size)?;
             }
             Ok(())
         }
@@ -74,31 +88,59 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
     }
 }
 
-/// The tree the `Tree` workloads use: /usr/include as an archive at the
-/// backing directory's root, made once.
-const TREE_ARCHIVE: &str = "tree-usr-include.tar";
-const TREE_SOURCE: &str = "/usr/include";
-
-fn tree_archive(backing: &Path) -> Result<PathBuf> {
-    let archive = backing.join(TREE_ARCHIVE);
-    if !archive.exists() {
-        if !Path::new(TREE_SOURCE).is_dir() {
-            bail!("{TREE_SOURCE} is missing: the tree workloads archive it (apt-get install libc6-dev)");
-        }
-        let partial = backing.join(format!("{TREE_ARCHIVE}.partial"));
-        sh(
-            backing,
-            &format!("tar cf {} -C / {}", partial.display(), &TREE_SOURCE[1..]),
-        )?;
-        fs::rename(&partial, &archive)?;
+/// The tree a `Tree` workload uses, as an archive at the backing
+/// directory's root, made once.
+fn tree_archive(backing: &Path, source: TreeSource) -> Result<PathBuf> {
+    let name = source.archive();
+    let archive = backing.join(&name);
+    if archive.exists() {
+        return Ok(archive);
     }
+    let partial = backing.join(format!("{name}.partial"));
+    match source.path() {
+        Some(path) => {
+            if !Path::new(path).is_dir() {
+                bail!("{path} is missing: the tree workloads archive it (apt-get install libc6-dev)");
+            }
+            sh(
+                backing,
+                &format!("tar cf {} -C / {}", partial.display(), &path[1..]),
+            )?;
+        }
+        None => {
+            let TreeSource::Synthetic { files } = source else {
+                unreachable!("only the synthetic tree has no path")
+            };
+            let staging = backing.join(format!("{name}.staging"));
+            if staging.exists() {
+                fs::remove_dir_all(&staging)?;
+            }
+            for i in 0..files {
+                let dir = staging.join(format!("d{:03}", i / 100));
+                if i % 100 == 0 {
+                    fs::create_dir_all(&dir)?;
+                }
+                // 1 to 8 KiB, the sizes of a source tree's small files.
+                let size = 1024 * (1 + (i as usize * 7919) % 8);
+                fs::write(dir.join(format!("f{i:05}")), vec![b'x'; size])?;
+            }
+            sh(
+                &staging,
+                &format!("tar cf {} .", partial.display()),
+            )?;
+            fs::remove_dir_all(&staging)?;
+        }
+    }
+    fs::rename(&partial, &archive)?;
     Ok(archive)
 }
 
 /// Run a shell command in `dir`; its output is shown only if it fails.
 fn sh(dir: &Path, command: &str) -> Result<()> {
-    let out = std::process::Command::new("sh")
-        .args(["-c", command])
+    // A subject that hangs (a peer stuck on a page fault) fails its run
+    // instead of the whole bench.
+    let out = std::process::Command::new("timeout")
+        .args(["-s", "KILL", "300", "sh", "-c", command])
         .current_dir(dir)
         .output()
         .with_context(|| format!("running {command}"))?;
@@ -118,20 +160,38 @@ fn children_cpu() -> f64 {
     crate::subject::children_cpu_seconds(std::process::id()).unwrap_or(0.0)
 }
 
-fn run_tree(op: TreeOp, runs: u32, root: &Path, work: &Path) -> Result<Sample> {
+fn run_tree(
+    op: TreeOp,
+    runs: u32,
+    source: TreeSource,
+    root: &Path,
+    work: &Path,
+) -> Result<Sample> {
+    let archive = root.join(source.archive());
     let cpu0 = children_cpu();
     let start = Instant::now();
     let ops = match op {
+        TreeOp::ListLong => {
+            for _ in 0..runs {
+                sh(work, "ls -lR . > /dev/null")?;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            let cpu = children_cpu() - cpu0;
+            // Entries listed: what the rate is of (counted after timing).
+            let entries = walk_count(work)? as f64 * runs as f64;
+            return Ok(Sample {
+                value: entries / secs,
+                workload_cpu_s: cpu,
+                ops: Some(entries),
+            });
+        }
         TreeOp::TarExtract => {
             fs::create_dir_all(work)?;
-            sh(
-                work,
-                &format!("tar xf {}", root.join(TREE_ARCHIVE).display()),
-            )?;
+            sh(work, &format!("tar xf {}", archive.display()))?;
             // Entries extracted: what the rate is of.
             let out = std::process::Command::new("tar")
                 .arg("tf")
-                .arg(root.join(TREE_ARCHIVE))
+                .arg(&archive)
                 .output()?;
             let secs = start.elapsed().as_secs_f64();
             let entries = out.stdout.iter().filter(|&&c| c == b'\n').count() as f64;
@@ -156,6 +216,42 @@ fn run_tree(op: TreeOp, runs: u32, root: &Path, work: &Path) -> Result<Sample> {
     })
 }
 
+/// Entries below `dir` (what `ls -lR` lists, but for "." and "..").
+fn walk_count(dir: &Path) -> Result<u64> {
+    let mut n = 0;
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        n += 1;
+        if e.file_type()?.is_dir() {
+            n += walk_count(&e.path())?;
+        }
+    }
+    Ok(n)
+}
+
+/// The thesis's read experiment: `reads` preads of `size` bytes, each
+/// starting `step` bytes after the last, on one open file; the time for
+/// all of them, in microseconds.
+fn run_read_steps(path: &Path, reads: u32, size: u64, step: u64) -> Result<Sample> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut buf = vec![0u8; size as usize];
+    let cpu0 = self_cpu();
+    let start = Instant::now();
+    for i in 0..reads as u64 {
+        let n = f.read_at(&mut buf, i * step)?;
+        if n == 0 {
+            bail!("{} ends before read {i}", path.display());
+        }
+    }
+    let us = start.elapsed().as_secs_f64() * 1e6;
+    Ok(Sample {
+        value: us,
+        workload_cpu_s: self_cpu() - cpu0,
+        ops: Some(reads as f64),
+    })
+}
+
 /// Undo what a run changed, so the next subject starts from the same state.
 pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
     let dir = dataset_dir(backing, w);
@@ -163,11 +259,13 @@ pub fn reset_after(w: &Workload, backing: &Path) -> Result<()> {
         Kind::Fio(f) if f.rw.is_read() => Ok(()),
         // Replacing the server changes no file.
         Kind::Replacement { .. } => Ok(()),
-        // The repository is made once; only its index changes.
+        // The repository and the listed tree are made once; only the
+        // index changes.
         Kind::Tree {
-            op: TreeOp::GitStatus,
+            op: TreeOp::GitStatus | TreeOp::ListLong,
             ..
         } => Ok(()),
+        Kind::ReadSteps { .. } => Ok(()),
         Kind::Files(f)
             if f.dataset == FilesDataset::Backing
                 && matches!(
@@ -302,7 +400,10 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
         Kind::Replacement { how, probe, inodes } => {
             run_replacement(*how, *probe, *inodes, dir, &work)
         }
-        Kind::Tree { op, runs } => run_tree(*op, *runs, dir, &work),
+        Kind::Tree { op, runs, source } => run_tree(*op, *runs, *source, dir, &work),
+        Kind::ReadSteps {
+            reads, size, step, ..
+        } => run_read_steps(&work.join("f0"), *reads, *size, *step),
     }
 }
 

@@ -2,7 +2,7 @@
 //! native filesystem, fusebox and peer frameworks, in one interleaved run.
 //!
 //! - [`workload`]: the named, versioned suites;
-//! - [`subject`], [`peers`], [`compat`], [`blk`] and [`direct`]: what is
+//! - [`subject`], [`peers`], [`compat`], [`blk`], [`direct`] and [`sftp`]: what is
 //!   measured, each mounted over (or serving) the same backing directory;
 //! - [`engine`] and [`personality`]: running one workload once (fio, or our
 //!   own engine for metadata, FxMark, latency and filebench personalities);
@@ -26,6 +26,7 @@ pub mod remote;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod sftp;
 pub mod subject;
 pub mod workload;
 pub use personality::Rng;

@@ -394,3 +394,115 @@ mod tests {
         assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
     }
 }
+
+/// `fusebox sftp-relay DIR -- SERVER [ARGS]`, as an sshd's `Subsystem
+/// sftp` command: runs the SFTP server and passes its stream through both
+/// ways, counting the requests that go to it by type. The counts go to
+/// DIR/PID.counts (every 100 ms while they change, and at the end), which
+/// [`sftp_request_counts`] adds up: what each SFTP client (sshfs, rclone,
+/// sftpfs) asked of the server, measured at the server, the same way for
+/// all of them.
+pub fn sftp_relay(counts_dir: &Path, server: &[String]) -> Result<()> {
+    let (program, args) = server.split_first().context("no server program")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    let mut to_server = child.stdin.take().expect("piped");
+    let mut from_server = child.stdout.take().expect("piped");
+    let counts: Arc<Vec<AtomicU64>> = Arc::new((0..256).map(|_| AtomicU64::new(0)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let file = counts_dir.join(format!("{}.counts", std::process::id()));
+    let write_counts = {
+        let (counts, file) = (counts.clone(), file.clone());
+        move || {
+            let mut text = String::new();
+            for (t, c) in counts.iter().enumerate() {
+                let n = c.load(Ordering::Relaxed);
+                if n > 0 {
+                    let name = fusebox_sftpfs::wire::request_type_name(t as u8).unwrap_or("OTHER");
+                    text.push_str(&format!("{name} {n}\n"));
+                }
+            }
+            let tmp = file.with_extension("tmp");
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, &file);
+            }
+        }
+    };
+    let flusher = {
+        let (done, write_counts, counts) = (done.clone(), write_counts.clone(), counts.clone());
+        std::thread::spawn(move || {
+            let mut last = 0u64;
+            while !done.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(100));
+                let total: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                if total != last {
+                    write_counts();
+                    last = total;
+                }
+            }
+        })
+    };
+    let out = std::thread::spawn(move || {
+        let mut stdout = std::io::stdout().lock();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            match from_server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if stdout.write_all(&buf[..n]).and_then(|()| stdout.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    // Requests: whole packets, counted by type, passed on.
+    let mut stdin = std::io::BufReader::with_capacity(256 * 1024, std::io::stdin().lock());
+    let mut packet = Vec::new();
+    loop {
+        let mut len = [0u8; 4];
+        if stdin.read_exact(&mut len).is_err() {
+            break;
+        }
+        let n = u32::from_be_bytes(len) as usize;
+        packet.clear();
+        packet.extend_from_slice(&len);
+        packet.resize(4 + n, 0);
+        if stdin.read_exact(&mut packet[4..]).is_err() {
+            break;
+        }
+        if let Some(&t) = packet.get(4) {
+            counts[t as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        if to_server.write_all(&packet).is_err() {
+            break;
+        }
+    }
+    drop(to_server);
+    let _ = child.wait();
+    let _ = out.join();
+    done.store(true, Ordering::Release);
+    let _ = flusher.join();
+    write_counts();
+    Ok(())
+}
+
+/// The SFTP requests every relay writing to `dir` has counted, by type.
+pub fn sftp_request_counts(dir: &Path) -> std::collections::BTreeMap<String, f64> {
+    let mut total = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().extension().is_none_or(|x| x != "counts") {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap_or_default().lines() {
+            if let Some((name, n)) = line.split_once(' ') {
+                *total.entry(name.to_string()).or_insert(0.0) += n.parse::<f64>().unwrap_or(0.0);
+            }
+        }
+    }
+    total
+}

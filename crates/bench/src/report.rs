@@ -487,6 +487,103 @@ fn md_pairs(s: &mut String, r: &BenchResults) {
     s.push('\n');
 }
 
+/// The sftp suite's targets, row by row: sftpfs through the kernel (the
+/// better of its two transports) against sshfs, its tuned best and rclone,
+/// and direct mode against the kernel path.
+fn md_sftp_targets(s: &mut String, r: &BenchResults) {
+    let rows: Vec<&WorkloadResult> = r
+        .workloads
+        .iter()
+        .filter(|w| w.subject("sftpfs").is_some() && w.subject("sshfs").is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str("## sftpfs against the tools users would run\n\nMedians of this run; > 1 = sftpfs better. `kernel` is the better of sftpfs over classic /dev/fuse and over io_uring; `direct` is direct mode with its caches, against that kernel path.\n\n");
+    s.push_str("| workload | unit | kernel | kernel / sshfs | kernel / sshfs-tuned | kernel / rclone | direct / kernel |\n|---|---|---|---:|---:|---:|---:|\n");
+    for w in rows {
+        let kernel = ["sftpfs", "sftpfs-uring"]
+            .into_iter()
+            .filter(|n| w.subject(n).and_then(|x| x.median()).is_some())
+            .max_by(|a, b| {
+                let (x, y) = (
+                    w.ratio_to(a, "sshfs").unwrap_or(0.0),
+                    w.ratio_to(b, "sshfs").unwrap_or(0.0),
+                );
+                x.total_cmp(&y)
+            })
+            .unwrap_or("sftpfs");
+        out!(
+            s,
+            "| `{}` | {} | `{kernel}` | {} | {} | {} | {} |\n",
+            w.name,
+            w.unit,
+            fmt_opt(w.ratio_to(kernel, "sshfs"), fmt_ratio),
+            fmt_opt(w.ratio_to(kernel, "sshfs-tuned"), fmt_ratio),
+            fmt_opt(w.ratio_to(kernel, "rclone"), fmt_ratio),
+            fmt_opt(w.ratio_to("sftpfs-direct", kernel), fmt_ratio),
+        );
+    }
+    s.push('\n');
+}
+
+/// Requests counted outside the subjects (the sftp suite: at the SFTP
+/// server), medians per repetition.
+fn md_requests(s: &mut String, r: &BenchResults) {
+    let rows: Vec<(&WorkloadResult, &SubjectRuns)> = r
+        .workloads
+        .iter()
+        .flat_map(|w| w.per_subject.iter().map(move |x| (w, x)))
+        .filter(|(_, x)| !x.requests.is_empty())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str("## Requests at the server\n\nSFTP requests the server received per run, by type, counted by the server's subsystem (a relay in front of OpenSSH's sftp-server), medians over repetitions: the same count for every client. Open and close include OPENDIR; reads and writes are READ and WRITE packets (each at most the server's 255 KiB).\n\n");
+    s.push_str("| workload | subject | all | READ | WRITE | LSTAT, STAT, FSTAT | OPEN, OPENDIR | READDIR | SETSTAT | other |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut last = "";
+    for (w, x) in rows {
+        let head = if w.name != last {
+            format!("`{}`", w.name)
+        } else {
+            String::new()
+        };
+        last = &w.name;
+        let med = |names: &[&str]| -> f64 {
+            let reps = x.values.len().max(1);
+            let per_rep: Vec<f64> = (0..reps)
+                .map(|i| {
+                    names
+                        .iter()
+                        .map(|n| x.requests.get(*n).and_then(|v| v.get(i)).copied().unwrap_or(0.0))
+                        .sum()
+                })
+                .collect();
+            median(&per_rep).unwrap_or(0.0)
+        };
+        let known = [
+            "READ", "WRITE", "LSTAT", "STAT", "FSTAT", "OPEN", "OPENDIR", "READDIR", "SETSTAT",
+            "FSETSTAT",
+        ];
+        let all: Vec<&str> = x.requests.keys().map(String::as_str).collect();
+        let other: Vec<&str> = all.iter().copied().filter(|k| !known.contains(k)).collect();
+        out!(
+            s,
+            "| {head} | `{}` | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            x.subject,
+            med(&all),
+            med(&["READ"]),
+            med(&["WRITE"]),
+            med(&["LSTAT", "STAT", "FSTAT"]),
+            med(&["OPEN", "OPENDIR"]),
+            med(&["READDIR"]),
+            med(&["SETSTAT", "FSETSTAT"]),
+            med(&other),
+        );
+    }
+    s.push('\n');
+}
+
 /// CPU time and daemon context switches per operation, for workloads that
 /// count their operations: where each subject's time goes, daemons side by
 /// side.
@@ -536,6 +633,7 @@ fn group_blurb(g: &str) -> &'static str {
         "later" => "Answering later: timingfs with 5 ms on every request (a remote server's round trip), N requests at once (N psync jobs, or one libaio job N deep; O_DIRECT 4 KiB reads, so each read is a request). `block`: the handler holds its thread, as with every synchronous FUSE library (2 classic workers, or 2 io_uring queue threads): the baseline. `token`: the handler takes its reply token and a timer thread answers. `async`: the async API, a tokio task per request. Attributes are cached (attr_timeout=3600, noatime): a GETATTR before a read would hold the libaio job's io_submit for 5 ms. Target: at least 0.8 x N / 5 ms requests/s for token and async.",
         "recovery" => "Replacing the server under a mounted filesystem: supervised stackfs and pathfs (the default of `fusebox mount stackfs|pathfs`) with 10 or 100,000 files known to the kernel (each looked up through the mount, so each is a node the server hands over), a probe in a loop (a statx forced to the server, or a 4 KiB O_DIRECT pread), and the server replaced once per repetition, by `fusebox upgrade` or by SIGKILL (the supervisor starts the next server, which restores the nodes and open files and has the kernel resend what was unanswered). The value is the longest wait between two probe calls that repetition: the pause an application sees. Median of 7 repetitions; the spread's upper end is the max. Targets: upgrade pause under 20 ms, crash to serving under 200 ms with 100,000 inodes. The `steady-` rows are what supervision costs while nothing fails (the fast-path workloads, 4 KiB O_DIRECT reads and writes, create/stat/unlink of 15,000 files): stackfs and pathfs over classic /dev/fuse, supervised (the default; every lookup, open and release also goes into the ledger, every create and unlink is journaled with one more probe of its name) and with `--no-recovery`.",
         "compat" => "Unchanged Debian programs on Debian's libfuse3 3.14 and on fusebox's drop-in libfuse3.so.3 (the same binary, the loader pointed at the drop-in with LD_LIBRARY_PATH), over classic /dev/fuse and io_uring: sshfs against OpenSSH on loopback serving the backing directory (list 10,000 files with lstat, read 1,000 4 KiB files, read a 1 GiB file), squashfuse over an uncompressed squashfs image of the backing directory (random 4 KiB O_DIRECT reads, list 10,000 files), fuse-overlayfs with the backing directory as its lower layer (create, stat, unlink 10,000 files). Ratios are against the same program on Debian's libfuse3. Goals: never slower, and at least 1.5x on metadata with io_uring.",
+        "sftp" => "sftpfs (`fusebox mount sftpfs`) beside Debian's sshfs 3.7.3 (its defaults, and tuned: `max_read=65536,max_conns=4,kernel_cache`) and rclone 1.60 mount (`--vfs-cache-mode full`, its best), all over one OpenSSH server on loopback serving the backing directory, reached through a proxy that adds 0, 10 or 50 ms of round trip (the workload's name says which; this kernel has no netem). sftpfs runs through the kernel over classic /dev/fuse (supervised, the default) and io_uring, and in direct mode (`fusebox run --fs sftpfs:...`) with and without direct mode's caches. What takes a round trip per file is scaled down as the delay grows, so compare rates within a delay. The server's SFTP subsystem counts the requests each client sends (see the requests section). rclone in full cache mode writes to a local cache and uploads after close: its write rows measure its cache, not the link.",
         "direct" => "Direct mode (`fusebox run --fs stackfs:SRC --at DIR -- PROGRAM`): stackfs served inside the workload's own process, its system calls caught by rewritten call sites (zpoline's trampoline, sites found by syscall user dispatch), against the same stackfs through the kernel (classic and io_uring) and native tmpfs. The workload runs in a worker process started under `fusebox run`, so its CPU time includes the filesystem's. `direct-nocache` turns the metadata cache off (the measurement its default rests on); `direct-dispatch` catches every call by syscall user dispatch, as without root. Goals: metadata at least 0.7x native and at least 3x the kernel path; no row slower than the kernel path.",
         _ => "",
     }
@@ -758,6 +856,8 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
         s.push('\n');
     }
     md_pairs(&mut s, r);
+    md_sftp_targets(&mut s, r);
+    md_requests(&mut s, r);
     md_cost_per_op(&mut s, r);
     let mut placed = vec![false; charts.len()];
     let fusebox: Vec<&SubjectInfo> = available(r).filter(|s| s.is_fusebox).collect();

@@ -105,6 +105,10 @@ pub struct SubjectRuns {
     /// Request counts and latency histograms (fusebox subjects), summed
     /// over the repetitions.
     pub stats: Option<fusebox::stats::Snapshot>,
+    /// Requests counted outside the subject, by kind, one value per
+    /// repetition (the sftp suite: SFTP requests the server received).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub requests: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 impl SubjectRuns {

@@ -697,6 +697,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Supervision => supervision_subjects(o),
             Target::Compat(program) => crate::compat::subjects(*program, &o.fusebox_bin),
             Target::Blk(driver) => crate::blk::subjects(*driver, &o.fusebox_bin),
+            Target::Sftp { delay_ms } => crate::sftp::subjects(*delay_ms, &o.fusebox_bin),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects
@@ -805,7 +806,11 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
                         daemon_cpu,
                         daemon_ctx_switches,
                         stats,
+                        counters,
                     }) => {
+                        for (k, v) in counters {
+                            runs.requests.entry(k).or_default().push(v);
+                        }
                         runs.values.push(sample.value);
                         runs.workload_cpu_s.push(sample.workload_cpu_s);
                         if let Some(c) = daemon_cpu {
@@ -858,6 +863,8 @@ struct RunOutput {
     daemon_cpu: Option<f64>,
     daemon_ctx_switches: Option<f64>,
     stats: Option<fusebox::stats::Snapshot>,
+    /// What the subject's counters grew by during the run.
+    counters: std::collections::BTreeMap<String, f64>,
 }
 
 fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result<RunOutput> {
@@ -887,6 +894,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     };
     // Only the measured phase: not the mount's INIT nor the population.
     let stats0 = fetch_stats();
+    let counters0 = mounted.counters.as_ref().map(|c| c());
     let cpu0 = mounted.daemon_cpu_seconds();
     let switches0 = mounted.daemon_ctx_switches();
     let sample = match &mounted.direct {
@@ -909,6 +917,18 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         (Some(after), Some(before)) => Some(after.since(&before)),
         (after, _) => after,
     };
+    let mut counters = std::collections::BTreeMap::new();
+    if let (Some(read), Some(before)) = (&mounted.counters, counters0) {
+        // Counters written by other processes now and then (every 100 ms):
+        // give the last ones time to land.
+        std::thread::sleep(Duration::from_millis(250));
+        for (k, v) in read() {
+            let d = v - before.get(&k).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                counters.insert(k, d);
+            }
+        }
+    }
     drop(mounted);
     // Give a lazily unmounted daemon's last requests time to land before
     // the backing directory is reset.
@@ -921,5 +941,6 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         daemon_cpu,
         daemon_ctx_switches,
         stats,
+        counters,
     })
 }

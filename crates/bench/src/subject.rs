@@ -24,7 +24,14 @@ pub struct Mounted {
     /// Direct mode: nothing is mounted; the workload runs in a process
     /// started this way, which serves `dir` to itself.
     pub direct: Option<crate::direct::DirectLaunch>,
+    /// Counters kept outside the subject, read before and after each run
+    /// (the SFTP requests a server received, by type).
+    pub counters: Option<Counters>,
 }
+
+/// Reads counters that only grow; the runner keeps each run's difference.
+pub type Counters =
+    std::sync::Arc<dyn Fn() -> std::collections::BTreeMap<String, f64> + Send + Sync>;
 
 impl Mounted {
     pub fn native(dir: &Path) -> Mounted {
@@ -36,6 +43,7 @@ impl Mounted {
             unmount: None,
             cleanup: None,
             direct: None,
+            counters: None,
         }
     }
 
@@ -62,6 +70,7 @@ impl Mounted {
             unmount: None,
             cleanup: Some(Box::new(cleanup)),
             direct: None,
+            counters: None,
         }
     }
 
@@ -75,6 +84,7 @@ impl Mounted {
             unmount: Some(mnt.to_path_buf()),
             cleanup: None,
             direct: None,
+            counters: None,
         }
     }
 

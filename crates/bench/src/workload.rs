@@ -46,6 +46,10 @@ pub enum Target {
     /// device over tmpfs, nbdkit through nbdfuse and qemu-storage-daemon's
     /// FUSE export. Fio runs on the device itself.
     Blk(BlkDriver),
+    /// The backing directory over SFTP from an OpenSSH server on loopback,
+    /// through a proxy adding `delay_ms` of round trip: Debian's sshfs,
+    /// rclone mount and sftpfs (kernel path and direct mode).
+    Sftp { delay_ms: u32 },
 }
 
 /// The drivers the blk suite compares.
@@ -83,6 +87,7 @@ impl Target {
                 | Target::Recovery
                 | Target::Supervision
                 | Target::Compat(_)
+                | Target::Sftp { .. }
         )
     }
 }
@@ -223,11 +228,21 @@ pub enum Kind {
         files: u32,
         runtime: Duration,
     },
-    /// Real programs over a source tree (/usr/include, made into an
-    /// archive at the backing directory's root).
+    /// Real programs over a source tree (made into an archive at the
+    /// backing directory's root).
     Tree {
         op: TreeOp,
         runs: u32,
+        source: TreeSource,
+    },
+    /// `reads` reads of `size` bytes from one file of `file_size`, each
+    /// starting `step` bytes after the last (the Prefuse thesis's read
+    /// experiment): the time for all of them.
+    ReadSteps {
+        reads: u32,
+        size: u64,
+        step: u64,
+        file_size: u64,
     },
     /// The longest a probe waits while the server is replaced once, with
     /// `inodes` files known to the kernel (looked up through the mount).
@@ -246,6 +261,40 @@ pub enum TreeOp {
     /// directory, its index refreshed through the mount before timing):
     /// runs per second.
     GitStatus,
+    /// `ls -lR` of the tree laid out on the backing directory: entries per
+    /// second.
+    ListLong,
+}
+
+/// Which tree a `Tree` workload works on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TreeSource {
+    /// /usr/include: about 8,000 headers in 900 directories.
+    UsrInclude,
+    /// /usr/include/linux: about 760 headers (a smaller project).
+    UsrIncludeLinux,
+    /// `files` small files (1 to 8 KiB), 100 to a directory.
+    Synthetic { files: u32 },
+}
+
+impl TreeSource {
+    /// The directory archived (None for the synthetic tree, made here).
+    pub fn path(self) -> Option<&'static str> {
+        match self {
+            TreeSource::UsrInclude => Some("/usr/include"),
+            TreeSource::UsrIncludeLinux => Some("/usr/include/linux"),
+            TreeSource::Synthetic { .. } => None,
+        }
+    }
+
+    /// Its archive's name at the backing directory's root.
+    pub fn archive(self) -> String {
+        match self {
+            TreeSource::UsrInclude => "tree-usr-include.tar".into(),
+            TreeSource::UsrIncludeLinux => "tree-usr-include-linux.tar".into(),
+            TreeSource::Synthetic { files } => format!("tree-synthetic-{files}.tar"),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -279,7 +328,7 @@ pub struct Workload {
 impl Workload {
     pub fn unit(&self) -> &'static str {
         match self.kind {
-            Kind::Latency { .. } | Kind::Replacement { .. } => "us",
+            Kind::Latency { .. } | Kind::Replacement { .. } | Kind::ReadSteps { .. } => "us",
             _ => "ops/s",
         }
     }
@@ -289,7 +338,7 @@ impl Workload {
             Kind::Fio(f) => Some(f.threads),
             Kind::Files(f) => Some(f.threads),
             Kind::FxMark { threads, .. } | Kind::Macro { threads, .. } => Some(*threads),
-            Kind::Tree { .. } => Some(1),
+            Kind::Tree { .. } | Kind::ReadSteps { .. } => Some(1),
             Kind::Latency { .. } | Kind::Replacement { .. } => None,
         }
     }
@@ -588,7 +637,7 @@ pub struct Suite {
 
 pub const SUITES: &[&str] = &[
     "quick", "vangoor", "rfuse", "xfuse", "macro", "fastpath", "knobs", "peer", "later",
-    "recovery", "compat", "blk", "direct", "all",
+    "recovery", "compat", "blk", "direct", "sftp", "all",
 ];
 
 pub fn suite(name: &str) -> Option<Suite> {
@@ -610,6 +659,7 @@ pub fn suite(name: &str) -> Option<Suite> {
         "compat" => (compat(), 3, 1),
         "blk" => (blk(), 3, 1),
         "direct" => (direct(), 3, 1),
+        "sftp" => (sftp(), 3, 1),
         "vangoor" => (vangoor(&s), 3, 1),
         "rfuse" => (rfuse(&s), 3, 1),
         "xfuse" => (xfuse(&s), 3, 1),
@@ -742,9 +792,150 @@ fn direct() -> Vec<Workload> {
             group: "direct",
             description: description.into(),
             target: Target::Direct,
-            kind: Kind::Tree { op, runs },
+            kind: Kind::Tree {
+                op,
+                runs,
+                source: TreeSource::UsrInclude,
+            },
             drop_caches: false,
         });
+    }
+    w
+}
+
+/// The added round trips the sftp suite runs at, in milliseconds.
+pub const SFTP_DELAYS_MS: [u32; 3] = [0, 10, 50];
+
+/// sftpfs (issue 34) beside Debian's sshfs and rclone mount, every one
+/// over the same OpenSSH server on loopback behind a proxy that adds 0, 10
+/// or 50 ms of round trip; the SFTP requests each sent are counted at the
+/// server. What takes one round trip per file is scaled down as the delay
+/// grows (the rates stay comparable); every name says its delay.
+fn sftp() -> Vec<Workload> {
+    let mut w = vec![];
+    for d in SFTP_DELAYS_MS {
+        let target = Target::Sftp { delay_ms: d };
+        // Files touched one by one, and the tree for git and tar.
+        let (stat_n, read_n, fs_files, tree) = match d {
+            0 => (10_000, 1_000, 200, TreeSource::UsrInclude),
+            10 => (2_000, 300, 100, TreeSource::UsrIncludeLinux),
+            _ => (500, 100, 50, TreeSource::UsrIncludeLinux),
+        };
+        let seq_size = if d >= 50 { 256 * MIB } else { 1024 * MIB };
+        let mut add = |label: &str, description: String, kind: Kind, drop_caches: bool| {
+            w.push(Workload {
+                name: format!("sftp/{label}-{d}ms"),
+                group: "sftp",
+                description: format!("{description}; {d} ms added round trip"),
+                target: target.clone(),
+                kind,
+                drop_caches,
+            })
+        };
+        add(
+            "ls-lR",
+            "ls -lR of a tree of 10,000 files (100 directories of 100), cold caches: entries per second".into(),
+            Kind::Tree {
+                op: TreeOp::ListLong,
+                runs: 1,
+                source: TreeSource::Synthetic { files: 10_000 },
+            },
+            true,
+        );
+        add(
+            "stat",
+            format!("stat of {stat_n} files in one directory, cold caches"),
+            Kind::Files(Files {
+                phase: FilesPhase::Stat,
+                count: stat_n,
+                threads: 1,
+                file_size: 16,
+                dataset: FilesDataset::Backing,
+            }),
+            true,
+        );
+        add(
+            "read-small",
+            format!("open, read whole and close {read_n} files of 4 KiB, cold caches"),
+            Kind::Files(Files {
+                phase: FilesPhase::Read,
+                count: read_n,
+                threads: 1,
+                file_size: 4 * KIB,
+                dataset: FilesDataset::Backing,
+            }),
+            true,
+        );
+        for (rw, label) in [(FioRw::SeqRead, "seq-read"), (FioRw::SeqWrite, "seq-write")] {
+            add(
+                label,
+                format!(
+                    "fio {} of a {} MiB file in 1 MiB requests, psync, 10 s{}; MiB/s",
+                    if rw.is_read() { "sequential read" } else { "sequential write" },
+                    seq_size / MIB,
+                    if rw.is_read() { ", cold caches" } else { ", fsync at the end" }
+                ),
+                Kind::Fio(Fio {
+                    rw,
+                    bs: MIB,
+                    threads: 1,
+                    file_per_thread: false,
+                    size: seq_size,
+                    direct: false,
+                    fsync_at_end: !rw.is_read(),
+                    fdatasync_every_write: false,
+                    runtime: Duration::from_secs(10),
+                    async_depth: None,
+                }),
+                rw.is_read(),
+            );
+        }
+        let tree_name = match tree {
+            TreeSource::UsrInclude => "/usr/include (8,000 files)",
+            _ => "/usr/include/linux (760 files)",
+        };
+        add(
+            "git-status",
+            format!("git status in a repository of {tree_name} (index refreshed through the mount first), 3 runs: runs per second"),
+            Kind::Tree {
+                op: TreeOp::GitStatus,
+                runs: 3,
+                source: tree,
+            },
+            false,
+        );
+        add(
+            "untar",
+            format!("tar xf of {tree_name} into the mount (archive read through it): files per second"),
+            Kind::Tree {
+                op: TreeOp::TarExtract,
+                runs: 1,
+                source: tree,
+            },
+            false,
+        );
+        add(
+            "fileserver",
+            format!("filebench fileserver personality (the thesis's workload), 4 threads, {fs_files} files, 5 s; every flowop an operation"),
+            Kind::Macro {
+                personality: Personality::Fileserver,
+                threads: 4,
+                files: fs_files,
+                runtime: Duration::from_secs(5),
+            },
+            false,
+        );
+        add(
+            "read-steps",
+            "the thesis's read experiment: 100 reads of 1 MiB from a 1 GiB file, each 1 KiB after the last, cold caches: microseconds for all 100 (SFTP READs counted at the server)".into(),
+            Kind::ReadSteps {
+                reads: 100,
+                size: MIB,
+                step: KIB,
+                file_size: 1024 * MIB,
+            },
+            true,
+        );
     }
     w
 }

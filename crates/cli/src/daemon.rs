@@ -68,6 +68,10 @@ fn failure_reason(stderr: &str, status: &str) -> String {
             reasons.push(l);
         }
     }
+    // A server that told its supervisor why it failed is quoted in the
+    // supervisor's line: say it once, the longer way.
+    let all = reasons.clone();
+    reasons.retain(|r| !all.iter().any(|o| o != r && o.contains(r)));
     if !reasons.is_empty() {
         return reasons.join("; ");
     }

@@ -102,6 +102,15 @@ enum Command {
     /// stopped (SIGTERM, SIGINT), taking sshd with it.
     #[command(hide = true)]
     TestSshd { dir: PathBuf },
+    /// An sshd's `Subsystem sftp` for the sftp bench: runs SERVER, passing
+    /// its stream through and counting the requests by type into
+    /// DIR/PID.counts.
+    #[command(hide = true)]
+    SftpRelay {
+        dir: PathBuf,
+        #[arg(trailing_var_arg = true, required = true, num_args = 1..)]
+        server: Vec<String>,
+    },
     /// One workload of a suite, run in this process (the bench starts it
     /// under `fusebox run --fs` for the direct-mode subjects).
     #[command(hide = true)]
@@ -254,6 +263,7 @@ fn run() -> Result<()> {
             door,
             detach,
         } => run::direct_server(&fs, &options, door, detach),
+        Command::SftpRelay { dir, server } => fusebox_bench::remote::sftp_relay(&dir, &server),
         Command::TestSshd { dir } => {
             let sshd = fusebox_bench::remote::Sshd::start(
                 &dir,

@@ -72,9 +72,11 @@ pub struct MountArgs {
     /// classic (/dev/fuse), uring (FUSE-over-io_uring) or auto.
     #[arg(long, default_value = "classic")]
     pub transport: fusebox::transport::TransportKind,
-    /// io_uring: ring entries per queue thread.
-    #[arg(long, default_value_t = 8)]
-    pub queue_depth: usize,
+    /// io_uring: ring entries per queue thread (default 8; 1 for a network
+    /// filesystem, whose handlers wait out round trips: see
+    /// --queue-threads).
+    #[arg(long)]
+    pub queue_depth: Option<usize>,
     /// io_uring: how queue threads wait: off, spin=US, adaptive[=US]
     /// (spin up to US, 10 by default, only while recent waits were that
     /// short; with the adaptive thread policy a spinning thread is
@@ -87,8 +89,10 @@ pub struct MountArgs {
     /// io_uring: threads per CPU queue, each with --queue-depth entries;
     /// the first is pinned, the rest are not. 2 with --queue-depth 1 lets
     /// one application thread's readahead be served two READs at a time.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-    pub queue_threads: u16,
+    /// Default 1; 8 for a network filesystem (sftpfs), whose handlers
+    /// wait out round trips, as its classic workers do.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub queue_threads: Option<u16>,
     /// Scheduling of the serving threads: adaptive (SCHED_IDLE while they
     /// never wait for a CPU, so an application woken by a reply stays on
     /// its CPU instead of waking a halted one; normal while they do wait
@@ -263,14 +267,18 @@ pub fn run(args: MountArgs) -> Result<()> {
     // more of them keep more requests in flight (metadata of parallel
     // programs; sftpfs pipelines reads and writes by itself either way).
     let default_workers = fs_info.workers.unwrap_or(SessionConfig::default().workers);
+    let (queue_threads, queue_depth) = match (args.queue_threads, args.queue_depth) {
+        (None, None) if fs_info.workers.is_some() => (8, 1),
+        (t, d) => (t.unwrap_or(1), d.unwrap_or(8)),
+    };
     let cfg = SessionConfig {
         workers: args.threads.unwrap_or(default_workers),
         pin_workers: args.pin,
         transport: args.transport,
         uring: fusebox::transport::UringConfig {
-            depth: args.queue_depth,
+            depth: queue_depth,
             pin: !args.no_pin_queues,
-            threads_per_queue: args.queue_threads.into(),
+            threads_per_queue: queue_threads.into(),
             poll: args.poll,
             ..Default::default()
         },

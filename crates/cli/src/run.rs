@@ -173,6 +173,7 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     let command = &args.command;
     let parsed = fusebox_registry::parse_spec(spec)?;
     let fs = parsed.fs;
+    let mut page_ttl: Option<std::time::Duration> = None;
     let spec = match (fs.id, parsed.source) {
         (FsId::Stackfs | FsId::Pathfs, Some(src)) => {
             let src = std::fs::canonicalize(src).with_context(|| format!("source {src}"))?;
@@ -191,9 +192,10 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         (FsId::Sftpfs, Some(src)) => {
             // Checked now, so that a typo is this command's error.
             fusebox_sftpfs::Remote::parse(src)?;
-            if let Some(o) = &args.options {
-                fusebox_sftpfs::SftpOptions::parse(std::slice::from_ref(o))?;
-            }
+            let (o, _) = fusebox_sftpfs::SftpOptions::parse(args.options.as_slice())?;
+            // Each process's page cache trusts a page as long as sftpfs
+            // trusts what it knows of the file: its cache timeout.
+            page_ttl = Some(if o.dir_cache { o.stat_timeout() } else { std::time::Duration::ZERO });
             format!("{}:{src}", fs.name)
         }
         (_, source) => {
@@ -251,6 +253,10 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     if let Some(n) = args.page_cache {
         cmd.env("FUSEBOX_DIRECT_PAGE_CACHE", n.to_string());
     }
+    match page_ttl {
+        Some(t) => cmd.env(fusebox_direct::cache::PAGE_TTL_VAR, t.as_secs_f64().to_string()),
+        None => cmd.env_remove(fusebox_direct::cache::PAGE_TTL_VAR),
+    };
     if args.stats {
         // This process's id, which the program keeps: it reports.
         cmd.env("FUSEBOX_DIRECT_STATS", std::process::id().to_string());
@@ -414,7 +420,11 @@ fn build_for_run(spec: &str, options: &[String]) -> Result<RunFs> {
         }
         FsId::Sftpfs => {
             let remote = fusebox_sftpfs::Remote::parse(parsed.source.unwrap_or_default())?;
-            let (o, rest) = fusebox_sftpfs::SftpOptions::parse(options)?;
+            let (mut o, rest) = fusebox_sftpfs::SftpOptions::parse(options)?;
+            // The run's processes read through this one server: its page
+            // cache serves what one read to the next (the kernel's would
+            // on a mount).
+            o.page_cache.get_or_insert(256 << 20);
             let mut fuse = fusebox::Options::default();
             for r in &rest {
                 fuse.apply(r).context("parsing -o")?;

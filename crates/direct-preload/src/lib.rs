@@ -181,7 +181,21 @@ fn start() {
         }),
         Err(_) => default_pages,
     };
-    mount.set_page_cache(pages);
+    let ttl = std::env::var(fusebox_direct::cache::PAGE_TTL_VAR)
+        .ok()
+        .map(|v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| (0.0..1e9).contains(s))
+                .map(std::time::Duration::from_secs_f64)
+                .unwrap_or_else(|| {
+                    fail(format!(
+                        "{}={v:?}: expected seconds",
+                        fusebox_direct::cache::PAGE_TTL_VAR
+                    ))
+                })
+        });
+    mount.set_page_cache(pages, ttl);
     // The launcher's process id: the program it executed, and whatever
     // that one executes in its place, reports at exit; other processes
     // of the run do not.

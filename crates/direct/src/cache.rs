@@ -56,6 +56,10 @@ pub const SHARED_VAR: &str = "FUSEBOX_DIRECT_SHARED";
 /// Pages of file data the page cache holds per process; 0 turns it off
 /// (the default depends on the filesystem).
 pub const PAGES_VAR: &str = "FUSEBOX_DIRECT_PAGE_CACHE";
+/// How long, in seconds, a page of file data is trusted (unset: until
+/// the run itself changes the file): for a filesystem others change behind
+/// the run, such as a remote one (sftpfs: its cache timeout).
+pub const PAGE_TTL_VAR: &str = "FUSEBOX_DIRECT_PAGE_TTL";
 /// The number of paths the cache holds; 0 turns it off.
 pub const SIZE_VAR: &str = "FUSEBOX_DIRECT_CACHE";
 pub const DEFAULT_ENTRIES: u64 = 65_536;
@@ -424,9 +428,15 @@ impl MetaCache {
 
     /// A page cache of `pages` pages (per process), whose pages stay good
     /// while their inode's stamp does.
-    pub fn pages(&self, pages: u64) -> PageCache {
+    /// A page cache of `pages` pages, each trusted for `ttl` at most
+    /// (None: until the run changes its file).
+    pub fn pages(&self, pages: u64, ttl: Option<std::time::Duration>) -> PageCache {
+        let mut b = moka::sync::Cache::builder().max_capacity(pages);
+        if let Some(ttl) = ttl {
+            b = b.time_to_live(ttl.max(std::time::Duration::from_millis(1)));
+        }
         PageCache {
-            pages: moka::sync::Cache::new(pages),
+            pages: b.build(),
             shared: self.shared,
         }
     }
@@ -569,7 +579,8 @@ struct Page {
 /// in the kernel's page cache (not stackfs or pathfs, whose reads reach the
 /// source's). A write through the mount, in any process of the run, bumps
 /// the inode's shared stamp, and its pages are stale from then; data
-/// changed behind the filesystem's back is not seen, which is why it is
+/// changed behind the filesystem's back is seen once a page's time to live
+/// (`PAGE_TTL_VAR`) has passed, or never without one, which is why it is
 /// off for filesystems over a directory others may write.
 pub struct PageCache {
     pages: moka::sync::Cache<(u64, u64), Page>,

@@ -558,10 +558,11 @@ impl VirtualMount {
     }
 
     /// Keep file data read through the mount in a page cache of `pages`
-    /// pages (needs the metadata cache, whose stamps it uses).
-    pub fn set_page_cache(&self, pages: u64) {
+    /// pages, each trusted for `ttl` at most (needs the metadata cache,
+    /// whose stamps it uses).
+    pub fn set_page_cache(&self, pages: u64, ttl: Option<std::time::Duration>) {
         if let (Some(c), true) = (self.cache.get(), pages > 0) {
-            let _ = self.pages.set(c.pages(pages));
+            let _ = self.pages.set(c.pages(pages, ttl));
         }
     }
 

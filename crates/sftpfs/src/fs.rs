@@ -32,6 +32,8 @@ use crate::connection::{ConnError, Connection};
 use crate::errors::status_errno;
 use crate::files::{Io, OpenFile, RemoteHandle};
 use crate::idmap::IdMapper;
+use crate::listing::Lister;
+use crate::pages::{PageCache, PAGE};
 use crate::options::{Remote, SftpOptions};
 use crate::wire::{self, pflags, status, Attrs, Reply, Request};
 use crate::writelog::WriteLog;
@@ -61,7 +63,10 @@ pub struct SftpFs {
     /// The remote directory as an absolute path (no trailing slash but
     /// for "/"), found at the first connection.
     base: RwLock<Option<Vec<u8>>>,
-    cache: MetaCache,
+    cache: Arc<MetaCache>,
+    lister: Lister,
+    /// File data in this process's memory, when on (`pages`).
+    pages: Option<PageCache>,
     ids: RwLock<IdMapper>,
     files: RwLock<HashMap<u64, Arc<OpenFile>>>,
     dirs: Mutex<HashMap<u64, Arc<Listing>>>,
@@ -149,14 +154,25 @@ impl SftpFs {
         } else {
             Duration::from_secs(1)
         };
+        let cache = Arc::new(MetaCache::new(
+            dcache,
+            opts.dcache_max_size,
+            opts.stat_timeout(),
+            opts.dir_timeout(),
+            opts.link_timeout(),
+        ));
         let me = SftpFs {
-            cache: MetaCache::new(
-                dcache,
+            lister: Lister::new(
+                client.clone(),
+                cache.clone(),
+                if dcache { opts.prefetch_dirs } else { 0 },
                 opts.dcache_max_size,
-                opts.stat_timeout(),
-                opts.dir_timeout(),
-                opts.link_timeout(),
             ),
+            cache,
+            pages: opts
+                .page_cache
+                .filter(|&b| b > 0)
+                .map(|b| PageCache::new(b, opts.stat_timeout())),
             ids: RwLock::new(IdMapper::new(&opts, None, (0, 0))?),
             io: Io::new(client, log, &opts),
             base: RwLock::new(None),
@@ -390,6 +406,7 @@ impl SftpFs {
         if let Some(known) = self.cache.lookup(rp) {
             return known.ok_or(Errno::ENOENT);
         }
+        self.lister.missed(parent_of(rp));
         let e = self.cache.epoch();
         let req = if self.opts.follow_symlinks {
             Request::Stat { path: rp }
@@ -492,61 +509,9 @@ impl SftpFs {
             .max()
     }
 
-    /// The whole listing of a directory: OPENDIR, then READDIRs until the
-    /// end, several in flight, then CLOSE (not waited for).
+    /// The whole listing of a directory (see `listing`).
     fn list(&self, rp: &[u8]) -> FsResult<Arc<Listing>> {
-        if let Some(l) = self.cache.listing(rp) {
-            return Ok(l);
-        }
-        let deadline = self.deadline();
-        'connection: loop {
-            let e = self.cache.epoch();
-            let (conn, _) = self.io.client.current(deadline)?;
-            let handle =
-                match self
-                    .io
-                    .client
-                    .call_on(&conn, &Request::Opendir { path: rp }, deadline)
-                {
-                    Ok(Reply::Handle(h)) => h,
-                    Ok(r) => return Err(ok_status(&r).err().unwrap_or(Errno::EPROTO)),
-                    Err(CallError::Unknown) => continue,
-                    Err(CallError::Errno(e)) => return Err(e),
-                };
-            let mut entries = Vec::new();
-            // OpenSSH answers up to 100 names per READDIR; four in flight
-            // hide the round trips of a large directory.
-            const IN_FLIGHT: usize = 4;
-            let mut done = false;
-            while !done {
-                let reqs = vec![Request::Readdir { handle: &handle }; IN_FLIGHT];
-                let replies = match self.batch_on(&conn, &reqs, deadline) {
-                    Ok(r) => r,
-                    Err(CallError::Unknown) => continue 'connection,
-                    Err(CallError::Errno(e)) => return Err(e),
-                };
-                for r in replies {
-                    match r {
-                        Reply::Name(v) => {
-                            for n in v {
-                                if n.name != b"." && n.name != b".." {
-                                    entries.push((n.name, n.attrs));
-                                }
-                            }
-                        }
-                        Reply::Status { code, .. } if code == status::EOF => done = true,
-                        other => {
-                            conn.call_back(&Request::Close { handle: &handle }, |_| {});
-                            return Err(ok_status(&other).err().unwrap_or(Errno::EPROTO));
-                        }
-                    }
-                }
-            }
-            conn.call_back(&Request::Close { handle: &handle }, |_| {});
-            let l = Arc::new(Listing::new(entries));
-            self.cache.put_listing(rp, l.clone(), e);
-            return Ok(l);
-        }
+        self.lister.list(rp)
     }
 
     /// SETSTAT's attributes for a FUSE setattr (times need both fields:
@@ -688,6 +653,75 @@ impl SftpFs {
         }
     }
 
+    /// A read through the page cache: pages it holds are copied, missing
+    /// ones are read (with those after them the read covers, up to 1 MiB)
+    /// through the file's readahead and kept. A page shorter than PAGE is
+    /// the file's end.
+    fn read_paged(
+        &self,
+        pc: &PageCache,
+        f: &Arc<OpenFile>,
+        offset: u64,
+        size: u32,
+        out: &mut DataOut,
+    ) -> FsResult<()> {
+        const MOST_PAGES: u64 = 8;
+        let generation = pc.generation(&f.path());
+        let end = offset + size as u64;
+        let mut pos = offset;
+        while pos < end {
+            let page = pos / PAGE;
+            let data = match pc.get(generation, page) {
+                Some(d) => d,
+                None => {
+                    let count = (end.div_ceil(PAGE) - page).clamp(1, MOST_PAGES);
+                    let mut buf = DataOut::with_capacity((count * PAGE) as usize);
+                    f.read(&self.io, page * PAGE, (count * PAGE) as u32, &mut buf)?;
+                    let got = buf.as_slice();
+                    let mut first = None;
+                    for i in 0..count {
+                        let from = (i * PAGE) as usize;
+                        if from > got.len() {
+                            break;
+                        }
+                        let chunk = got[from..got.len().min(from + PAGE as usize)].to_vec();
+                        let short = chunk.len() < PAGE as usize;
+                        if i == 0 {
+                            first = Some(Arc::new(chunk.clone()));
+                        }
+                        pc.put(generation, page + i, chunk);
+                        if short {
+                            break;
+                        }
+                    }
+                    first.unwrap_or_default()
+                }
+            };
+            let within = (pos - page * PAGE) as usize;
+            if within >= data.len() {
+                break;
+            }
+            let n = (data.len() - within).min((end - pos) as usize);
+            out.extend_from_slice(&data[within..within + n]);
+            pos += n as u64;
+            if data.len() < PAGE as usize {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// File data this mount changed, or moved: stale in the page cache.
+    fn data_changed(&self, path: &[u8], tree: bool) {
+        if let Some(pc) = &self.pages {
+            if tree {
+                pc.tree_changed(path);
+            } else {
+                pc.changed(path);
+            }
+        }
+    }
+
     /// A remote mode differs from the one asked for (the server's umask):
     /// set it.
     fn fix_mode(&self, rh: &RemoteHandle, a: &mut Attrs, want: u32) {
@@ -732,6 +766,33 @@ impl SftpFs {
                         CallError::Unknown => Errno::EIO,
                     })
                 }
+            }
+        }
+    }
+
+    /// `once`, with an LSTAT of `rp` sent right behind the request (the
+    /// server answers in order: the attributes after the change), so a
+    /// mkdir or symlink costs one round trip, not two.
+    fn once_stat(
+        &self,
+        req: &Request<'_>,
+        rp: &[u8],
+        applied: impl FnOnce() -> bool,
+    ) -> Result<(Reply, Option<Attrs>, Answered), Errno> {
+        let deadline = self.deadline();
+        let (conn, _) = self.io.client.current(deadline)?;
+        match self.batch_on(&conn, &[*req, Request::Lstat { path: rp }], deadline) {
+            Ok(mut v) => {
+                let st = match v.pop() {
+                    Some(Reply::Attrs(a)) => Some(a),
+                    _ => None,
+                };
+                Ok((v.pop().ok_or(Errno::EPROTO)?, st, Answered::ByServer))
+            }
+            Err(CallError::Errno(e)) => Err(e),
+            Err(CallError::Unknown) => {
+                let r = self.once(req, applied)?;
+                Ok((r, self.fresh_lstat(rp), Answered::AfterReconnect))
             }
         }
     }
@@ -846,6 +907,15 @@ impl SftpFs {
     }
 }
 
+/// Who said a change was made: the server, in answer to it, or a look
+/// at the server after the connection dropped with it in flight (then
+/// what was found may predate it: someone else's directory, say).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    ByServer,
+    AfterReconnect,
+}
+
 /// Why an OPEN failed.
 enum OpenFailure {
     /// FAILURE: the caller diagnoses.
@@ -924,9 +994,9 @@ impl PathFilesystem for SftpFs {
             self.settle(&rp)?;
         }
         let a = self.set_attrs(&rp, attr)?;
-        self.cache.attrs_changed(&rp);
         let file = attr.fh.and_then(|h| self.file(h).ok());
         if attr.size.is_some() {
+            self.data_changed(&rp, false);
             for f in self.open_files() {
                 if f.path() == rp {
                     f.forget_readahead();
@@ -954,19 +1024,23 @@ impl PathFilesystem for SftpFs {
             }
             None => {
                 // Times and modes of a symlink itself need lsetstat
-                // (setstat follows it).
-                let link = self
-                    .stat_path(&rp)
-                    .is_ok_and(|cur| Self::kind(&cur) == libc::S_IFLNK);
-                let req = if link && a.size.is_none() {
-                    if !self.io.client.info()?.lsetstat {
-                        return Err(Errno::EOPNOTSUPP);
-                    }
+                // (setstat follows it); where the server has it, it is
+                // used for everything but a size (it takes none), and no
+                // look at the file is needed first.
+                let lsetstat = self.io.client.info()?.lsetstat;
+                let req = if a.size.is_none() && lsetstat {
                     Request::Lsetstat {
                         path: &rp,
                         attrs: a,
                     }
                 } else {
+                    let link = a.size.is_none()
+                        && self
+                            .stat_path(&rp)
+                            .is_ok_and(|cur| Self::kind(&cur) == libc::S_IFLNK);
+                    if link {
+                        return Err(Errno::EOPNOTSUPP);
+                    }
                     Request::Setstat {
                         path: &rp,
                         attrs: a,
@@ -976,6 +1050,7 @@ impl PathFilesystem for SftpFs {
             }
         };
         if let Err(e) = ok_status(&replies[0]) {
+            self.cache.attrs_changed(&rp);
             return Err(if failure(&replies[0]) && a.uid_gid.is_some() {
                 Errno::EPERM
             } else {
@@ -988,8 +1063,10 @@ impl PathFilesystem for SftpFs {
         };
         if let Some(end) = self.unconfirmed_end(&rp, attr.fh) {
             got.size = Some(got.size.unwrap_or(0).max(end));
+            self.cache.attrs_changed(&rp);
+        } else {
+            self.cache.made(&rp, got);
         }
-        self.cache.put(&rp, Some(got), self.cache.epoch());
         Ok(self.attr(&got))
     }
 
@@ -1016,22 +1093,22 @@ impl PathFilesystem for SftpFs {
     fn symlink(&self, _ctx: &Ctx, target: &OsStr, link_path: &Path) -> FsResult<FileAttr> {
         let rp = self.rpath(link_path)?;
         let openssh_order = self.io.client.info()?.openssh_symlink;
-        self.cache.changed(&rp);
         let req = Request::Symlink {
             link: &rp,
             target: target.as_bytes(),
             openssh_order,
         };
-        let r = self.once(&req, || {
+        let (r, st, _) = self.once_stat(&req, &rp, || {
             self.fresh_lstat(&rp)
                 .is_some_and(|a| Self::kind(&a) == libc::S_IFLNK)
         })?;
         if failure(&r) {
+            self.cache.changed(&rp);
             return Err(self.diagnose_exists(&rp));
         }
         ok_status(&r)?;
-        self.cache.changed(&rp);
-        let a = self.stat_path(&rp)?;
+        let a = st.or_else(|| self.fresh_lstat(&rp)).ok_or(Errno::EIO)?;
+        self.cache.made(&rp, a);
         Ok(self.attr(&a))
     }
 
@@ -1068,7 +1145,6 @@ impl PathFilesystem for SftpFs {
     fn mkdir(&self, _ctx: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
         let rp = self.rpath(path)?;
         let want = args.mode & 0o7777;
-        self.cache.changed(&rp);
         let req = Request::Mkdir {
             path: &rp,
             attrs: Attrs {
@@ -1076,15 +1152,16 @@ impl PathFilesystem for SftpFs {
                 ..Attrs::default()
             },
         };
-        let r = self.once(&req, || {
+        let (r, st, answered) = self.once_stat(&req, &rp, || {
             self.fresh_lstat(&rp)
                 .is_some_and(|a| Self::kind(&a) == libc::S_IFDIR)
         })?;
         if failure(&r) {
+            self.cache.changed(&rp);
             return Err(self.diagnose_exists(&rp));
         }
         ok_status(&r)?;
-        let mut a = self.fresh_lstat(&rp).ok_or(Errno::EIO)?;
+        let mut a = st.or_else(|| self.fresh_lstat(&rp)).ok_or(Errno::EIO)?;
         if a.perm.is_some_and(|p| p & 0o7777 != want) {
             // The server's umask took bits the caller asked for.
             let fix = Request::Setstat {
@@ -1103,15 +1180,20 @@ impl PathFilesystem for SftpFs {
                 a.perm = Some(libc::S_IFDIR | want);
             }
         }
-        self.cache.changed(&rp);
-        self.cache.put(&rp, Some(a), self.cache.epoch());
+        if answered == Answered::ByServer {
+            self.cache.made_dir(&rp, a);
+        } else {
+            self.cache.changed(&rp);
+        }
         Ok(self.attr(&a))
     }
 
     fn unlink(&self, _ctx: &Ctx, path: &Path) -> FsResult<()> {
         let rp = self.rpath(path)?;
-        self.cache.changed(&rp);
         let r = self.once(&Request::Remove { path: &rp }, || !self.exists(&rp))?;
+        if ok_status(&r).is_err() {
+            self.cache.changed(&rp);
+        }
         if failure(&r)
             || matches!(r, Reply::Status { code, .. } if code == status::PERMISSION_DENIED)
         {
@@ -1127,15 +1209,18 @@ impl PathFilesystem for SftpFs {
                 f.mark_gone();
             }
         }
-        self.cache.changed(&rp);
+        self.cache.removed(&rp);
         self.stamps.invalidate(&rp);
+        self.data_changed(&rp, false);
         Ok(())
     }
 
     fn rmdir(&self, _ctx: &Ctx, path: &Path) -> FsResult<()> {
         let rp = self.rpath(path)?;
-        self.cache.tree_changed(&rp);
         let r = self.once(&Request::Rmdir { path: &rp }, || !self.exists(&rp))?;
+        if ok_status(&r).is_err() {
+            self.cache.changed(&rp);
+        }
         if failure(&r) {
             return Err(match self.fresh_lstat(&rp) {
                 Some(a) if Self::kind(&a) != libc::S_IFDIR => Errno::ENOTDIR,
@@ -1152,7 +1237,7 @@ impl PathFilesystem for SftpFs {
             }
         }
         ok_status(&r)?;
-        self.cache.tree_changed(&rp);
+        self.cache.removed_tree(&rp);
         Ok(())
     }
 
@@ -1166,11 +1251,8 @@ impl PathFilesystem for SftpFs {
             return Ok(());
         }
         self.settle(&rf)?;
-        self.cache.tree_changed(&rf);
-        self.cache.tree_changed(&rt);
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         let info = self.io.client.info()?;
-        let from_attrs = self.fresh_lstat(&rf);
         // Whether a drop mid-rename left it done: the source is gone and
         // something is at the target.
         let applied = || !self.exists(&rf) && self.exists(&rt);
@@ -1187,6 +1269,16 @@ impl PathFilesystem for SftpFs {
             }
         } else {
             self.once(&Request::PosixRename { from: &rf, to: &rt }, applied)?
+        };
+        if ok_status(&r).is_err() {
+            self.cache.changed(&rf);
+            self.cache.changed(&rt);
+        }
+        // Only a failure needs a look at the names (no round trip else).
+        let from_attrs = if ok_status(&r).is_err() {
+            self.fresh_lstat(&rf)
+        } else {
+            None
         };
         if failure(&r)
             || matches!(r, Reply::Status { code, .. } if code == status::NO_SUCH_FILE && from_attrs.is_some())
@@ -1219,11 +1311,13 @@ impl PathFilesystem for SftpFs {
         }
         ok_status(&r)?;
         self.moved(&rf, &rt);
+        self.data_changed(&rf, true);
+        self.data_changed(&rt, true);
         if let Some(s) = self.stamps.remove(&rf) {
             self.stamps.insert(rt.clone(), s);
         }
-        self.cache.tree_changed(&rf);
-        self.cache.tree_changed(&rt);
+        self.cache.removed_tree(&rf);
+        self.cache.there(&rt);
         Ok(())
     }
 
@@ -1236,21 +1330,22 @@ impl PathFilesystem for SftpFs {
         }
         let re = self.rpath(existing)?;
         let rn = self.rpath(new)?;
-        self.cache.changed(&rn);
-        let r = self.once(
+        let (r, st, _) = self.once_stat(
             &Request::Hardlink {
                 existing: &re,
                 new: &rn,
             },
+            &rn,
             || self.exists(&rn),
         )?;
         if failure(&r) {
+            self.cache.changed(&rn);
             return Err(self.diagnose_exists(&rn));
         }
         ok_status(&r)?;
-        self.cache.changed(&re);
-        self.cache.changed(&rn);
-        let a = self.stat_path(&rn)?;
+        let a = st.or_else(|| self.fresh_lstat(&rn)).ok_or(Errno::EIO)?;
+        self.cache.attrs_changed(&re);
+        self.cache.made(&rn, a);
         Ok(self.attr(&a))
     }
 
@@ -1269,7 +1364,10 @@ impl PathFilesystem for SftpFs {
                 Err(OpenFailure::Errno(e)) => return Err(e),
             }
         };
-        self.cache.put(&rp, Some(a), self.cache.epoch());
+        self.cache.made(&rp, a);
+        if let Some(pc) = &self.pages {
+            pc.opened(&rp, (a.times.map_or(0, |t| t.1), a.size.unwrap_or(0)));
+        }
         let f = OpenFile::new(self.new_fh(), rp.clone(), pf, a.size.unwrap_or(0));
         f.set_remote(rh);
         let flags = self.open_flags(&rp, &a);
@@ -1282,13 +1380,20 @@ impl PathFilesystem for SftpFs {
 
     fn read(&self, _ctx: &Ctx, _path: &Path, args: &Read, out: &mut DataOut) -> FsResult<()> {
         let f = self.file(args.fh)?;
-        f.read(&self.io, args.offset, args.size, out)
+        match &self.pages {
+            Some(pc) => self.read_paged(pc, &f, args.offset, args.size, out),
+            None => f.read(&self.io, args.offset, args.size, out),
+        }
     }
 
     fn write(&self, _ctx: &Ctx, _path: &Path, args: &Write) -> FsResult<u32> {
         let f = self.file(args.fh)?;
+        let path = f.path();
+        if let Some(pc) = &self.pages {
+            pc.changed(&path);
+        }
         let n = f.write(&self.io, args.offset, args.data)?;
-        self.cache.attrs_changed(&f.path());
+        self.cache.attrs_changed(&path);
         Ok(n)
     }
 
@@ -1353,6 +1458,7 @@ impl PathFilesystem for SftpFs {
     fn opendir(&self, _ctx: &Ctx, path: &Path, _args: &Open) -> FsResult<Opened> {
         let rp = self.rpath(path)?;
         let l = self.list(&rp)?;
+        self.lister.opened(&rp, &l);
         let fh = self.new_fh();
         self.dirs
             .lock()
@@ -1398,10 +1504,13 @@ impl PathFilesystem for SftpFs {
             }
         }
         let start = offset.saturating_sub(2) as usize;
-        for (i, (name, a)) in l.entries.iter().enumerate().skip(start) {
-            let attr = self.attr(a);
+        for (i, e) in l.entries.iter().enumerate().skip(start) {
+            let attr = self.attr(&e.attrs);
             let kind = attr.kind().unwrap_or(FileType::RegularFile);
-            if !filler(OsStr::from_bytes(name), kind, 0, i as u64 + 3, Some(&attr)) {
+            // Stale attributes (changed through the mount since the
+            // listing) are not handed out; the kernel looks the name up.
+            let given = e.current.then_some(&attr);
+            if !filler(OsStr::from_bytes(&e.name), kind, 0, i as u64 + 3, given) {
                 break;
             }
         }
@@ -1439,11 +1548,13 @@ impl PathFilesystem for SftpFs {
         let pf = pflags_of(args.flags) | pflags::CREAT;
         let excl = pf & pflags::EXCL != 0;
         let want = args.mode & 0o7777;
-        self.cache.changed(&rp);
         let (rh, mut a) = loop {
             match self.open_remote(&rp, pf, Some(want)) {
                 Ok(x) => break x,
-                Err(OpenFailure::Failure) => return Err(self.diagnose_create(&rp, excl)),
+                Err(OpenFailure::Failure) => {
+                    self.cache.changed(&rp);
+                    return Err(self.diagnose_create(&rp, excl));
+                }
                 Err(OpenFailure::Errno(e)) => return Err(e),
                 Err(OpenFailure::Unknown) if !excl => continue,
                 Err(OpenFailure::Unknown) => {
@@ -1468,8 +1579,7 @@ impl PathFilesystem for SftpFs {
         // The server's umask (or workaround=createmode's mode 0) may have
         // taken bits the caller asked for.
         self.fix_mode(&rh, &mut a, want);
-        self.cache.changed(&rp);
-        self.cache.put(&rp, Some(a), self.cache.epoch());
+        self.cache.made(&rp, a);
         let f = OpenFile::new(self.new_fh(), rp.clone(), pf, 0);
         f.set_remote(rh);
         let flags = self.open_flags(&rp, &a);
@@ -1539,6 +1649,7 @@ impl PathFilesystem for SftpFs {
             })?;
         ok_status(&r)?;
         fout.forget_readahead();
+        self.data_changed(&fout.path(), false);
         self.cache.attrs_changed(&fout.path());
         Ok(len)
     }

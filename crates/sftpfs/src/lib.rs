@@ -14,7 +14,9 @@
 //! - [`writelog`]: writes answered but not yet confirmed, kept where they
 //!   survive a reconnect and (under a supervisor) the process;
 //! - [`files`]: open files, their readahead and write-behind;
+//! - [`pages`]: file data in sftpfs's memory (direct mode);
 //! - [`cache`]: names and attributes, with their timeouts;
+//! - [`listing`]: directory listings, fetched ahead where a walk goes;
 //! - [`fs`]: the [`PathFilesystem`](fusebox::PathFilesystem) itself;
 //! - [`options`]: `[user@]host:[dir]` and sshfs's `-o` options.
 
@@ -25,7 +27,9 @@ mod errors;
 pub mod files;
 pub mod fs;
 pub mod idmap;
+pub mod listing;
 pub mod options;
+pub mod pages;
 pub mod ssh;
 mod sys;
 pub mod wire;

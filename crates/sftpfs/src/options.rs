@@ -140,6 +140,10 @@ pub struct SftpOptions {
     pub write_behind: u64,
     /// `readahead_memory=BYTES`: most readahead data held, whole mount.
     pub readahead_memory: u64,
+    /// `page_cache=BYTES`: file data kept in sftpfs's memory (see
+    /// `pages`); None: the default of where it runs (none through the
+    /// kernel, whose page cache serves; 256 MiB in direct mode).
+    pub page_cache: Option<u64>,
     pub idmap: IdMap,
     /// `uid=`/`gid=`/`umask=`: every file shows this owner and mode mask.
     pub uid: Option<u32>,
@@ -165,6 +169,9 @@ pub struct SftpOptions {
     pub dcache_max_size: u64,
     /// `max_conns=N`: SSH connections; open files are spread over them.
     pub max_conns: usize,
+    /// `prefetch_dirs=N`: threads listing directories ahead of a walk (0:
+    /// none; see `listing`).
+    pub prefetch_dirs: usize,
     /// `kernel_cache`: keep the kernel's page cache across opens even if
     /// the file changed; `auto_cache` (the default here): keep it while
     /// mtime and size are unchanged.
@@ -190,6 +197,7 @@ impl Default for SftpOptions {
             readahead_window: 16 << 20,
             write_behind: 32 << 20,
             readahead_memory: 256 << 20,
+            page_cache: None,
             idmap: IdMap::None,
             uid: None,
             gid: None,
@@ -210,6 +218,7 @@ impl Default for SftpOptions {
             dcache_link_timeout: None,
             dcache_max_size: 100_000,
             max_conns: 1,
+            prefetch_dirs: 8,
             kernel_cache: false,
             debug: false,
         }
@@ -363,6 +372,7 @@ impl SftpOptions {
             "max_readahead_window" => self.readahead_window = bytes(opt, need()?)?,
             "readahead_memory" => self.readahead_memory = bytes(opt, need()?)?,
             "write_behind" => self.write_behind = bytes(opt, need()?)?,
+            "page_cache" => self.page_cache = Some(bytes(opt, need()?)?),
             "sync_readdir" => {}
             "idmap" => {
                 self.idmap = match need()? {
@@ -491,6 +501,7 @@ impl SftpOptions {
                 }
                 self.max_conns = n;
             }
+            "prefetch_dirs" => self.prefetch_dirs = number(opt, need()?)?,
             "kernel_cache" => self.kernel_cache = true,
             "auto_cache" => self.kernel_cache = false,
             "sshfs_debug" | "debug" => self.debug = true,

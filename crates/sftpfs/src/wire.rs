@@ -40,6 +40,33 @@ pub mod msg {
     pub const EXTENDED_REPLY: u8 = 201;
 }
 
+/// The name of a request packet type (for counts of what crossed the wire).
+pub fn request_type_name(typ: u8) -> Option<&'static str> {
+    Some(match typ {
+        msg::INIT => "INIT",
+        msg::OPEN => "OPEN",
+        msg::CLOSE => "CLOSE",
+        msg::READ => "READ",
+        msg::WRITE => "WRITE",
+        msg::LSTAT => "LSTAT",
+        msg::FSTAT => "FSTAT",
+        msg::SETSTAT => "SETSTAT",
+        msg::FSETSTAT => "FSETSTAT",
+        msg::OPENDIR => "OPENDIR",
+        msg::READDIR => "READDIR",
+        msg::REMOVE => "REMOVE",
+        msg::MKDIR => "MKDIR",
+        msg::RMDIR => "RMDIR",
+        msg::REALPATH => "REALPATH",
+        msg::STAT => "STAT",
+        msg::RENAME => "RENAME",
+        msg::READLINK => "READLINK",
+        msg::SYMLINK => "SYMLINK",
+        msg::EXTENDED => "EXTENDED",
+        _ => return None,
+    })
+}
+
 /// SSH_FXF_* open flags.
 pub mod pflags {
     pub const READ: u32 = 0x01;
