@@ -140,11 +140,14 @@ fn sh(dir: &Path, command: &str) -> Result<()> {
     // A subject that hangs (a peer stuck on a page fault) fails its run
     // instead of the whole bench.
     let out = std::process::Command::new("timeout")
-        .args(["-s", "KILL", "300", "sh", "-c", command])
+        .args(["-s", "KILL", "180", "sh", "-c", command])
         .current_dir(dir)
         .output()
         .with_context(|| format!("running {command}"))?;
     if !out.status.success() {
+        if out.status.code().is_none() || out.status.code() == Some(137) {
+            bail!("{command} in {}: killed after 180 s (hung)", dir.display());
+        }
         bail!(
             "{command} in {}: {}{}",
             dir.display(),

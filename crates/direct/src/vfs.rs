@@ -1717,8 +1717,10 @@ impl VirtualMount {
 
     /// `read_with` through the page cache: pages it holds are copied, a
     /// missing one is read with those after it that the request covers,
-    /// in one read of whole pages. A page shorter than PAGE_BYTES is the
-    /// file's end.
+    /// in one read of whole pages, which then serves the request as far
+    /// as it goes (a full cache may not keep what it was given: served
+    /// from the cache again, each page would be read again). A page
+    /// shorter than PAGE_BYTES is the file's end.
     fn read_paged(
         &self,
         pages: &PageCache,
@@ -1733,54 +1735,65 @@ impl VirtualMount {
         while done < len {
             let offset = start + done as u64;
             let (index, within) = (offset / page_bytes, (offset % page_bytes) as usize);
-            let page = match pages.get(file.ino, index) {
-                Some(p) => p,
-                None => {
-                    let count = (within + len - done)
-                        .div_ceil(PAGE_BYTES)
-                        .min(IO_CHUNK / PAGE_BYTES);
-                    let stamp = pages.stamp(file.ino);
-                    let mut out = DataOut::with_capacity(count * PAGE_BYTES);
-                    let args = Read {
-                        fh: file.fh,
-                        offset: index * page_bytes,
-                        size: (count * PAGE_BYTES) as u32,
-                        flags: file.flags(),
-                        lock_owner: None,
-                    };
-                    match file.fs.read(ctx, file.node, &args, &mut out) {
-                        Ok(()) => {}
-                        Err(e) if done == 0 => return Err(err(e)),
-                        Err(_) => break,
-                    }
-                    let data = out.as_slice();
-                    for (i, chunk) in data.chunks(PAGE_BYTES).enumerate() {
-                        pages.put(file.ino, index + i as u64, chunk, stamp);
-                    }
-                    if data.len() < count * PAGE_BYTES && data.len().is_multiple_of(PAGE_BYTES) {
-                        // The end falls on a page boundary: an empty page marks it.
-                        pages.put(
-                            file.ino,
-                            index + (data.len() / PAGE_BYTES) as u64,
-                            &[],
-                            stamp,
-                        );
-                    }
-                    data[..data.len().min(PAGE_BYTES)].into()
+            if let Some(page) = pages.get(file.ino, index) {
+                if within >= page.len() {
+                    break;
                 }
+                let n = (page.len() - within).min(len - done);
+                if let Err(e) = put(done, &page[within..within + n]) {
+                    if done == 0 {
+                        return Err(e);
+                    }
+                    break;
+                }
+                done += n;
+                if page.len() < PAGE_BYTES && within + n == page.len() {
+                    break;
+                }
+                continue;
+            }
+            let count = (within + len - done)
+                .div_ceil(PAGE_BYTES)
+                .min(IO_CHUNK / PAGE_BYTES);
+            let stamp = pages.stamp(file.ino);
+            let mut out = DataOut::with_capacity(count * PAGE_BYTES);
+            let args = Read {
+                fh: file.fh,
+                offset: index * page_bytes,
+                size: (count * PAGE_BYTES) as u32,
+                flags: file.flags(),
+                lock_owner: None,
             };
-            if within >= page.len() {
+            match file.fs.read(ctx, file.node, &args, &mut out) {
+                Ok(()) => {}
+                Err(e) if done == 0 => return Err(err(e)),
+                Err(_) => break,
+            }
+            let data = out.as_slice();
+            for (i, chunk) in data.chunks(PAGE_BYTES).enumerate() {
+                pages.put(file.ino, index + i as u64, chunk, stamp);
+            }
+            if data.len() < count * PAGE_BYTES && data.len().is_multiple_of(PAGE_BYTES) {
+                // The end falls on a page boundary: an empty page marks it.
+                pages.put(
+                    file.ino,
+                    index + (data.len() / PAGE_BYTES) as u64,
+                    &[],
+                    stamp,
+                );
+            }
+            if within >= data.len() {
                 break;
             }
-            let n = (page.len() - within).min(len - done);
-            if let Err(e) = put(done, &page[within..within + n]) {
+            let n = (data.len() - within).min(len - done);
+            if let Err(e) = put(done, &data[within..within + n]) {
                 if done == 0 {
                     return Err(e);
                 }
                 break;
             }
             done += n;
-            if page.len() < PAGE_BYTES && within + n == page.len() {
+            if data.len() < count * PAGE_BYTES {
                 break;
             }
         }

@@ -58,6 +58,22 @@ impl Listing {
         )
     }
 
+    /// With sshfs's follow_symlinks, where a symlink is shown as what it
+    /// points to: its entry's attributes (the link's own, from READDIR)
+    /// are stale from the start, so a lookup asks STAT.
+    pub fn following_symlinks(entries: Vec<(Vec<u8>, Attrs)>) -> Listing {
+        Listing::from_entries(
+            entries
+                .into_iter()
+                .map(|(name, attrs)| ListEntry {
+                    current: attrs.perm.is_none_or(|p| p & libc::S_IFMT != libc::S_IFLNK),
+                    name,
+                    attrs,
+                })
+                .collect(),
+        )
+    }
+
     fn from_entries(entries: Vec<ListEntry>) -> Listing {
         let index = entries
             .iter()

@@ -4,8 +4,10 @@
 //! application's back (write-behind) through the write log.
 //!
 //! Reads. A read at the offset where the last one ended is sequential, and
-//! each sequential read doubles the window (up to `max_readahead_window`)
-//! of chunks requested ahead of it; every chunk is one READ as large as
+//! the window of chunks requested ahead of it is twice what was read in
+//! sequence so far (two chunks at first, `max_readahead_window` at most:
+//! what is fetched and never read stays below what was read); every chunk
+//! is one READ as large as
 //! the server allows (limits@openssh.com; 261,120 bytes on OpenSSH). A
 //! read elsewhere resets the window and asks only for what it needs. The
 //! chunks a file holds are bounded per file (the window) and for the
@@ -33,9 +35,13 @@ use crate::errors::status_errno;
 use crate::wire::{self, pflags, Reply, Request};
 use crate::writelog::{Pending, WriteLog};
 
-/// What every open file shares: the client, the write log, the limits.
+/// What every open file shares: the clients, the write log, the limits.
 pub struct Io {
+    /// The first connection: every request by path goes here.
     pub client: Arc<Client>,
+    /// Every connection (`max_conns`), the first included: an open file's
+    /// reads and writes go to one of them, chosen by its path.
+    pub clients: Vec<Arc<Client>>,
     log: RwLock<Arc<WriteLog>>,
     pub readahead: bool,
     pub window_max: u64,
@@ -47,9 +53,10 @@ pub struct Io {
 }
 
 impl Io {
-    pub fn new(client: Arc<Client>, log: WriteLog, o: &crate::options::SftpOptions) -> Io {
+    pub fn new(clients: Vec<Arc<Client>>, log: WriteLog, o: &crate::options::SftpOptions) -> Io {
         Io {
-            client,
+            client: clients[0].clone(),
+            clients,
             log: RwLock::new(Arc::new(log)),
             readahead: o.readahead,
             window_max: o.readahead_window.max(64 << 10),
@@ -74,6 +81,17 @@ impl Io {
 
     pub fn held(&self) -> u64 {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// The connection a file at `path` reads and writes on: the same for
+    /// every open of one path, so its reads come after its writes.
+    pub fn client_for(&self, path: &[u8]) -> &Arc<Client> {
+        if self.clients.len() == 1 {
+            return &self.client;
+        }
+        use std::hash::BuildHasher;
+        let h = foldhash::fast::FixedState::with_seed(7).hash_one(path);
+        &self.clients[(h % self.clients.len() as u64) as usize]
     }
 
     fn deadline(&self) -> Instant {
@@ -124,6 +142,9 @@ struct ReadAhead {
     /// Where the next sequential read starts.
     next: u64,
     window: u64,
+    /// Bytes read in sequence so far: the window is twice that (what
+    /// the file has shown it will read), between two chunks and the most.
+    streak: u64,
     /// End of file, when a chunk came back short.
     eof: Option<u64>,
     bytes: u64,
@@ -242,9 +263,10 @@ impl OpenFile {
             pflags: self.pflags & !(pflags::CREAT | pflags::EXCL | pflags::TRUNC),
             attrs: wire::Attrs::default(),
         };
+        let client = io.client_for(&path);
         let rh = loop {
-            let (conn, _) = io.client.current(deadline)?;
-            match io.client.call_on(&conn, &reopen, deadline) {
+            let (conn, _) = client.current(deadline)?;
+            match client.call_on(&conn, &reopen, deadline) {
                 Ok(Reply::Handle(h)) => {
                     break RemoteHandle {
                         conn,
@@ -539,12 +561,15 @@ impl OpenFile {
         let mut ra = lock(&self.ra);
         let sequential = offset == ra.next
             || (ra.next > 0 && offset + chunk >= ra.next && offset <= ra.next + ra.window);
-        ra.window = if !io.readahead {
-            0
-        } else if sequential {
-            (ra.window * 2).clamp(2 * chunk, io.window_max.max(2 * chunk))
+        if sequential {
+            ra.streak += end.saturating_sub(offset);
         } else {
+            ra.streak = 0;
+        }
+        ra.window = if !io.readahead || !sequential {
             0
+        } else {
+            (2 * ra.streak).clamp(2 * chunk, io.window_max.max(2 * chunk))
         };
         ra.next = end;
         let hint = self.size_hint.load(Ordering::Relaxed);

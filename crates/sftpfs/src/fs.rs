@@ -146,7 +146,12 @@ impl SftpFs {
     /// every reason a mount cannot work is found here, before anything is
     /// mounted.
     pub fn start(remote: Remote, opts: SftpOptions, fs: &FsOptions) -> Result<SftpFs, StartError> {
-        let client = Client::new(opts.route(&remote), opts.timeout, opts.reconnect);
+        // max_conns: one SSH connection each; the first carries every
+        // request by path, open files spread over all of them.
+        let clients: Vec<Arc<Client>> = (0..opts.max_conns.max(1))
+            .map(|_| Client::new(opts.route(&remote), opts.timeout, opts.reconnect))
+            .collect();
+        let client = clients[0].clone();
         let log = WriteLog::anonymous(opts.write_behind).map_err(StartError::Log)?;
         let dcache = opts.dir_cache;
         let default_ttl = if dcache {
@@ -167,6 +172,7 @@ impl SftpFs {
                 cache.clone(),
                 if dcache { opts.prefetch_dirs } else { 0 },
                 opts.dcache_max_size,
+                opts.follow_symlinks,
             ),
             cache,
             pages: opts
@@ -174,7 +180,7 @@ impl SftpFs {
                 .filter(|&b| b > 0)
                 .map(|b| PageCache::new(b, opts.stat_timeout())),
             ids: RwLock::new(IdMapper::new(&opts, None, (0, 0))?),
-            io: Io::new(client, log, &opts),
+            io: Io::new(clients, log, &opts),
             base: RwLock::new(None),
             files: RwLock::default(),
             dirs: Mutex::default(),
@@ -600,7 +606,7 @@ impl SftpFs {
         let deadline = self.deadline();
         let (conn, _) = self
             .io
-            .client
+            .client_for(rp)
             .current(deadline)
             .map_err(OpenFailure::Errno)?;
         let attrs = Attrs {
@@ -944,7 +950,9 @@ impl PathFilesystem for SftpFs {
             }
             f.close();
         }
-        self.io.client.close();
+        for c in &self.io.clients {
+            c.close();
+        }
     }
 
     fn timeouts(&self) -> Timeouts {

@@ -51,6 +51,8 @@ struct Shared {
     /// a larger one is not worth keeping.
     max_entries: u64,
     fetched_ahead: AtomicU64,
+    /// sshfs's follow_symlinks: symlinks show as their targets.
+    follow_symlinks: bool,
 }
 
 pub struct Lister {
@@ -60,7 +62,13 @@ pub struct Lister {
 }
 
 impl Lister {
-    pub fn new(client: Arc<Client>, cache: Arc<MetaCache>, threads: usize, max_entries: u64) -> Lister {
+    pub fn new(
+        client: Arc<Client>,
+        cache: Arc<MetaCache>,
+        threads: usize,
+        max_entries: u64,
+        follow_symlinks: bool,
+    ) -> Lister {
         let shared = Arc::new(Shared {
             client,
             cache,
@@ -71,6 +79,7 @@ impl Lister {
                 .build_with_hasher(foldhash::fast::RandomState::default()),
             max_entries,
             fetched_ahead: AtomicU64::new(0),
+            follow_symlinks,
         });
         let queue = (threads > 0).then(|| {
             let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
@@ -190,7 +199,7 @@ fn list(s: &Shared, rp: &[u8], ahead: bool) -> FsResult<Arc<Listing>> {
         }
     }
     let e = s.cache.epoch();
-    let res = fetch(&s.client, rp).map(Arc::new);
+    let res = fetch(&s.client, rp, s.follow_symlinks).map(Arc::new);
     if let Ok(l) = &res {
         if !ahead || l.entries.len() as u64 <= s.max_entries {
             s.cache.put_listing(rp, l.clone(), e);
@@ -207,7 +216,7 @@ fn list(s: &Shared, rp: &[u8], ahead: bool) -> FsResult<Arc<Listing>> {
 
 /// OPENDIR, READDIRs until the end (a few in flight, more as the
 /// directory proves large), CLOSE (not waited for).
-fn fetch(client: &Client, rp: &[u8]) -> FsResult<Listing> {
+fn fetch(client: &Client, rp: &[u8], follow_symlinks: bool) -> FsResult<Listing> {
     let deadline = Instant::now() + client.timeout();
     'connection: loop {
         let (conn, _) = client.current(deadline)?;
@@ -253,6 +262,10 @@ fn fetch(client: &Client, rp: &[u8]) -> FsResult<Listing> {
             in_flight = (in_flight * 2).min(MOST_READDIRS);
         }
         close(&conn);
-        return Ok(Listing::new(entries));
+        return Ok(if follow_symlinks {
+            Listing::following_symlinks(entries)
+        } else {
+            Listing::new(entries)
+        });
     }
 }
