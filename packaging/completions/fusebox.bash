@@ -49,8 +49,14 @@ _fusebox() {
             fusebox,run)
                 cmd="fusebox__subcmd__run"
                 ;;
+            fusebox,sftp-relay)
+                cmd="fusebox__subcmd__sftp__subcmd__relay"
+                ;;
             fusebox,stats)
                 cmd="fusebox__subcmd__stats"
+                ;;
+            fusebox,test-sshd)
+                cmd="fusebox__subcmd__test__subcmd__sshd"
                 ;;
             fusebox,umount)
                 cmd="fusebox__subcmd__umount"
@@ -121,8 +127,14 @@ _fusebox() {
             fusebox__subcmd__help,run)
                 cmd="fusebox__subcmd__help__subcmd__run"
                 ;;
+            fusebox__subcmd__help,sftp-relay)
+                cmd="fusebox__subcmd__help__subcmd__sftp__subcmd__relay"
+                ;;
             fusebox__subcmd__help,stats)
                 cmd="fusebox__subcmd__help__subcmd__stats"
+                ;;
+            fusebox__subcmd__help,test-sshd)
+                cmd="fusebox__subcmd__help__subcmd__test__subcmd__sshd"
                 ;;
             fusebox__subcmd__help,umount)
                 cmd="fusebox__subcmd__help__subcmd__umount"
@@ -149,7 +161,7 @@ _fusebox() {
 
     case "${cmd}" in
         fusebox)
-            opts="-v -h -V --verbose --help --version mount umount upgrade stats list run blk bench doctor completions man direct-server bench-worker help"
+            opts="-v -h -V --verbose --help --version mount umount upgrade stats list run blk bench doctor completions man direct-server test-sshd sftp-relay bench-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -499,7 +511,7 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__help)
-            opts="mount umount upgrade stats list run blk bench doctor completions man direct-server bench-worker help"
+            opts="mount umount upgrade stats list run blk bench doctor completions man direct-server test-sshd sftp-relay bench-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,7 +734,35 @@ _fusebox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fusebox__subcmd__help__subcmd__sftp__subcmd__relay)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fusebox__subcmd__help__subcmd__stats)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fusebox__subcmd__help__subcmd__test__subcmd__sshd)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -936,8 +976,36 @@ _fusebox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fusebox__subcmd__sftp__subcmd__relay)
+            opts="-v -h --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fusebox__subcmd__stats)
             opts="-v -h --json --histogram --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fusebox__subcmd__test__subcmd__sshd)
+            opts="-v -h --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

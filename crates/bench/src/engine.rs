@@ -69,7 +69,10 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
                 }
                 TreeOp::ListLong if !dir.join(".complete").exists() => {
                     fs::create_dir_all(&dir)?;
-                    sh(&dir, &format!("tar xf {} && : > .complete", archive.display()))?;
+                    sh(
+                        &dir,
+                        &format!("tar xf {} && : > .complete", archive.display()),
+                    )?;
                 }
                 _ => {}
             }
@@ -100,7 +103,9 @@ fn tree_archive(backing: &Path, source: TreeSource) -> Result<PathBuf> {
     match source.path() {
         Some(path) => {
             if !Path::new(path).is_dir() {
-                bail!("{path} is missing: the tree workloads archive it (apt-get install libc6-dev)");
+                bail!(
+                    "{path} is missing: the tree workloads archive it (apt-get install libc6-dev)"
+                );
             }
             sh(
                 backing,
@@ -124,10 +129,7 @@ fn tree_archive(backing: &Path, source: TreeSource) -> Result<PathBuf> {
                 let size = 1024 * (1 + (i as usize * 7919) % 8);
                 fs::write(dir.join(format!("f{i:05}")), vec![b'x'; size])?;
             }
-            sh(
-                &staging,
-                &format!("tar cf {} .", partial.display()),
-            )?;
+            sh(&staging, &format!("tar cf {} .", partial.display()))?;
             fs::remove_dir_all(&staging)?;
         }
     }
@@ -140,13 +142,13 @@ fn sh(dir: &Path, command: &str) -> Result<()> {
     // A subject that hangs (a peer stuck on a page fault) fails its run
     // instead of the whole bench.
     let out = std::process::Command::new("timeout")
-        .args(["-s", "KILL", "180", "sh", "-c", command])
+        .args(["-s", "KILL", "120", "sh", "-c", command])
         .current_dir(dir)
         .output()
         .with_context(|| format!("running {command}"))?;
     if !out.status.success() {
         if out.status.code().is_none() || out.status.code() == Some(137) {
-            bail!("{command} in {}: killed after 180 s (hung)", dir.display());
+            bail!("{command} in {}: killed after 120 s (hung)", dir.display());
         }
         bail!(
             "{command} in {}: {}{}",
@@ -163,13 +165,7 @@ fn children_cpu() -> f64 {
     crate::subject::children_cpu_seconds(std::process::id()).unwrap_or(0.0)
 }
 
-fn run_tree(
-    op: TreeOp,
-    runs: u32,
-    source: TreeSource,
-    root: &Path,
-    work: &Path,
-) -> Result<Sample> {
+fn run_tree(op: TreeOp, runs: u32, source: TreeSource, root: &Path, work: &Path) -> Result<Sample> {
     let archive = root.join(source.archive());
     let cpu0 = children_cpu();
     let start = Instant::now();

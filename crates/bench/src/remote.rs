@@ -356,45 +356,6 @@ fn pump(state: &Arc<ProxyState>, from: &TcpStream, to: &TcpStream) {
         });
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_proxy_delays_each_way_and_cuts() {
-        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = echo.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in echo.incoming() {
-                let mut s = s.unwrap();
-                std::thread::spawn(move || {
-                    let mut b = [0u8; 1024];
-                    while let Ok(n) = s.read(&mut b) {
-                        if n == 0 || s.write_all(&b[..n]).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        let proxy = DelayProxy::start(port, Duration::from_millis(40)).unwrap();
-        let mut c = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
-        let t = Instant::now();
-        c.write_all(b"ping").unwrap();
-        let mut b = [0u8; 4];
-        c.read_exact(&mut b).unwrap();
-        assert_eq!(&b, b"ping");
-        assert!(
-            t.elapsed() >= Duration::from_millis(40),
-            "{:?}",
-            t.elapsed()
-        );
-        proxy.cut();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
-    }
-}
-
 /// `fusebox sftp-relay DIR -- SERVER [ARGS]`, as an sshd's `Subsystem
 /// sftp` command: runs the SFTP server and passes its stream through both
 /// ways, counting the requests that go to it by type. The counts go to
@@ -453,7 +414,11 @@ pub fn sftp_relay(counts_dir: &Path, server: &[String]) -> Result<()> {
             match from_server.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if stdout.write_all(&buf[..n]).and_then(|()| stdout.flush()).is_err() {
+                    if stdout
+                        .write_all(&buf[..n])
+                        .and_then(|()| stdout.flush())
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -498,11 +463,53 @@ pub fn sftp_request_counts(dir: &Path) -> std::collections::BTreeMap<String, f64
         if e.path().extension().is_none_or(|x| x != "counts") {
             continue;
         }
-        for line in std::fs::read_to_string(e.path()).unwrap_or_default().lines() {
+        for line in std::fs::read_to_string(e.path())
+            .unwrap_or_default()
+            .lines()
+        {
             if let Some((name, n)) = line.split_once(' ') {
                 *total.entry(name.to_string()).or_insert(0.0) += n.parse::<f64>().unwrap_or(0.0);
             }
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_delays_each_way_and_cuts() {
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = echo.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in echo.incoming() {
+                let mut s = s.unwrap();
+                std::thread::spawn(move || {
+                    let mut b = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut b) {
+                        if n == 0 || s.write_all(&b[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = DelayProxy::start(port, Duration::from_millis(40)).unwrap();
+        let mut c = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        let t = Instant::now();
+        c.write_all(b"ping").unwrap();
+        let mut b = [0u8; 4];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"ping");
+        assert!(
+            t.elapsed() >= Duration::from_millis(40),
+            "{:?}",
+            t.elapsed()
+        );
+        proxy.cut();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
+    }
 }

@@ -555,7 +555,13 @@ fn md_requests(s: &mut String, r: &BenchResults) {
                 .map(|i| {
                     names
                         .iter()
-                        .map(|n| x.requests.get(*n).and_then(|v| v.get(i)).copied().unwrap_or(0.0))
+                        .map(|n| {
+                            x.requests
+                                .get(*n)
+                                .and_then(|v| v.get(i))
+                                .copied()
+                                .unwrap_or(0.0)
+                        })
                         .sum()
                 })
                 .collect();

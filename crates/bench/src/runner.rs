@@ -874,7 +874,11 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         engine::prepare_dataset(w, backing)?;
     }
     let mnt = workdir.join(format!("mnt-{}", p.info.name));
-    std::fs::create_dir_all(&mnt)?;
+    // A bench killed midway leaves its mounts (a dead one makes every
+    // look at the mountpoint fail): the work dir is ours, so they go.
+    let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
+    std::fs::create_dir_all(&mnt)
+        .with_context(|| format!("making the mountpoint {}", mnt.display()))?;
     let mounted = p
         .subject
         .mount(backing, &mnt)

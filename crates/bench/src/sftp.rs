@@ -123,9 +123,8 @@ pub fn subjects(delay_ms: u32, fusebox_bin: &Path) -> Vec<Box<dyn Subject>> {
 }
 
 fn which(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 impl Subject for SftpSubject {
@@ -151,7 +150,10 @@ impl Subject for SftpSubject {
                 "the same with direct mode's caches off (--cache-entries 0 --page-cache 0)",
             ),
         };
-        let ours = matches!(self.client, Client::Sftpfs { .. } | Client::SftpfsDirect { .. });
+        let ours = matches!(
+            self.client,
+            Client::Sftpfs { .. } | Client::SftpfsDirect { .. }
+        );
         SubjectInfo {
             name: name.into(),
             description: description.into(),

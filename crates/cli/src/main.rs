@@ -265,6 +265,12 @@ fn run() -> Result<()> {
         } => run::direct_server(&fs, &options, door, detach),
         Command::SftpRelay { dir, server } => fusebox_bench::remote::sftp_relay(&dir, &server),
         Command::TestSshd { dir } => {
+            // Caught before the options say it is up: a script that stops
+            // it at once still takes sshd down with it.
+            let mut signals = signal_hook::iterator::Signals::new([
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+            ])?;
             let sshd = fusebox_bench::remote::Sshd::start(
                 &dir,
                 &fusebox_bench::remote::SshdConfig::default(),
@@ -272,10 +278,6 @@ fn run() -> Result<()> {
             let opts = dir.join("ssh-options");
             std::fs::write(dir.join(".ssh-options"), sshd.ssh_options(sshd.port()))?;
             std::fs::rename(dir.join(".ssh-options"), &opts)?;
-            let mut signals = signal_hook::iterator::Signals::new([
-                signal_hook::consts::SIGTERM,
-                signal_hook::consts::SIGINT,
-            ])?;
             signals.forever().next();
             drop(sshd);
             Ok(())

@@ -266,11 +266,16 @@ pub fn run(args: MountArgs) -> Result<()> {
     // A network filesystem's worker waits out a round trip to the server:
     // more of them keep more requests in flight (metadata of parallel
     // programs; sftpfs pipelines reads and writes by itself either way).
-    let default_workers = fs_info.workers.unwrap_or(SessionConfig::default().workers);
-    let (queue_threads, queue_depth) = match (args.queue_threads, args.queue_depth) {
-        (None, None) if fs_info.workers.is_some() => (8, 1),
-        (t, d) => (t.unwrap_or(1), d.unwrap_or(8)),
-    };
+    let default_workers = fs_info
+        .workers
+        .map_or(SessionConfig::default().workers, |w| {
+            w.max(SessionConfig::default().workers)
+        });
+    // A network filesystem's handlers wait out round trips: 8 threads of
+    // one entry per queue, as its classic workers are many.
+    let network = fs_info.workers.is_some();
+    let queue_threads = args.queue_threads.unwrap_or(if network { 8 } else { 1 });
+    let queue_depth = args.queue_depth.unwrap_or(if network { 1 } else { 8 });
     let cfg = SessionConfig {
         workers: args.threads.unwrap_or(default_workers),
         pin_workers: args.pin,
@@ -382,13 +387,15 @@ pub fn run(args: MountArgs) -> Result<()> {
         FsId::Sftpfs => {
             let remote = remote.expect("parsed above");
             let o = sftp_opts.expect("parsed above");
+            if args.async_api {
+                let e =
+                    anyhow::anyhow!("--async-api: sftpfs serves through the path-level API only");
+                return Err(tell_supervisor(handoff.as_ref(), e));
+            }
             let fs = match fusebox_sftpfs::SftpFs::start(remote, o, &opts.fs) {
                 Ok(fs) => fs,
                 Err(e) => return Err(tell_supervisor(handoff.as_ref(), e.into())),
             };
-            if args.async_api {
-                bail!("--async-api: sftpfs serves through the path-level API only");
-            }
             serve!(PathAdapter::new(fs))
         }
         FsId::Timingfs | FsId::TimingfsAsync => {

@@ -195,7 +195,11 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
             let (o, _) = fusebox_sftpfs::SftpOptions::parse(args.options.as_slice())?;
             // Each process's page cache trusts a page as long as sftpfs
             // trusts what it knows of the file: its cache timeout.
-            page_ttl = Some(if o.dir_cache { o.stat_timeout() } else { std::time::Duration::ZERO });
+            page_ttl = Some(if o.dir_cache {
+                o.stat_timeout()
+            } else {
+                std::time::Duration::ZERO
+            });
             format!("{}:{src}", fs.name)
         }
         (_, source) => {
@@ -208,8 +212,11 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         }
     };
     let run_server = matches!(fs.direct, Direct::RunServer { .. });
-    if args.options.is_some() && !run_server {
-        bail!("-o with --fs {}: only a filesystem served by the run's server (memfs, sftpfs) takes options", fs.name);
+    if args.options.is_some() && fs.id != FsId::Sftpfs {
+        bail!(
+            "-o with --fs {}: only sftpfs takes options in direct mode",
+            fs.name
+        );
     }
     let at = if at.is_absolute() {
         at.to_path_buf()
@@ -254,7 +261,10 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         cmd.env("FUSEBOX_DIRECT_PAGE_CACHE", n.to_string());
     }
     match page_ttl {
-        Some(t) => cmd.env(fusebox_direct::cache::PAGE_TTL_VAR, t.as_secs_f64().to_string()),
+        Some(t) => cmd.env(
+            fusebox_direct::cache::PAGE_TTL_VAR,
+            t.as_secs_f64().to_string(),
+        ),
         None => cmd.env_remove(fusebox_direct::cache::PAGE_TTL_VAR),
     };
     if args.stats {

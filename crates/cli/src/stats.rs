@@ -122,6 +122,9 @@ pub fn render(snap: &Snapshot, histogram: bool) -> String {
             s += &format!("recovery status: {}\n", r.status);
         }
     }
+    for line in fusebox::stats::counter_lines(&snap.filesystem) {
+        s += &format!("filesystem {line}\n");
+    }
     s += &format!(
         "total {} requests{}; flags: {}\n",
         snap.total_requests(),

@@ -104,6 +104,11 @@ pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
     }
 }
 
+/// Where the figures go at exit: the program's standard error as it was at
+/// the start, kept clear of the program (which may close its own at exit,
+/// as coreutils' programs do, before this library's handler runs).
+static REPORT_TO: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
 /// At the exit of the run's first process, with FUSEBOX_DIRECT_STATS set:
 /// the metadata cache's figures for the whole run.
 fn at_exit() {
@@ -111,21 +116,35 @@ fn at_exit() {
     if std::env::var(fusebox_direct::STATS_VAR).ok() != Some(std::process::id().to_string()) {
         return;
     }
-    match fusebox_direct::cache_stats() {
+    let Some(mut out) = REPORT_TO.get() else {
+        return;
+    };
+    let mut lines = vec![match fusebox_direct::cache_stats() {
         Some(s) => {
             let pct = |h: u64, m: u64| 100.0 * h as f64 / (h + m).max(1) as f64;
-            eprintln!(
-                "fusebox direct mode: metadata cache: {} hits, {} misses ({:.1}% hits); page cache: {} hits, {} misses ({:.1}% hits)",
+            format!(
+                "metadata cache: {} hits, {} misses ({:.1}% hits); page cache: {} hits, {} misses ({:.1}% hits)",
                 s.hits,
                 s.misses,
                 pct(s.hits, s.misses),
                 s.page_hits,
                 s.page_misses,
                 pct(s.page_hits, s.page_misses)
-            );
+            )
         }
-        None => eprintln!("fusebox direct mode: metadata cache: off"),
-    }
+        None => "metadata cache: off".to_string(),
+    }];
+    lines.extend(
+        fusebox::stats::counter_lines(&fusebox_direct::fs_counters())
+            .into_iter()
+            .map(|l| format!("filesystem {l}")),
+    );
+    let text: String = lines
+        .iter()
+        .map(|l| format!("fusebox direct mode: {l}\n"))
+        .collect();
+    use std::io::Write;
+    let _ = out.write_all(text.as_bytes());
 }
 
 /// Called before `main` (see `constructor`).
@@ -200,7 +219,10 @@ fn start() {
     // that one executes in its place, reports at exit; other processes
     // of the run do not.
     if std::env::var(fusebox_direct::STATS_VAR).ok() == Some(std::process::id().to_string()) {
-        constructor::call_at_exit();
+        if let Ok(err) = rustix::io::dup(rustix::stdio::stderr()) {
+            let _ = REPORT_TO.set(std::fs::File::from(fusebox::descriptors::keep(err)));
+            constructor::call_at_exit();
+        }
     }
     mount.adopt_inherited();
     if let Some(cwd) = std::env::var_os(fusebox_direct::CWD_VAR) {

@@ -26,5 +26,5 @@ pub mod vfs;
 pub use cache::MetaCache;
 pub use intercept::{Action, InterceptError, Mechanism, Syscall};
 pub use kept::keep_descriptors;
-pub use route::{cache_stats, serve, CWD_VAR, STATS_VAR};
+pub use route::{cache_stats, fs_counters, serve, CWD_VAR, STATS_VAR};
 pub use vfs::VirtualMount;

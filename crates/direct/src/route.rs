@@ -61,6 +61,13 @@ pub fn cache_stats() -> Option<crate::cache::CacheStats> {
     MOUNT.get()?.cache_stats()
 }
 
+/// The served filesystem's own figures (for sftpfs: requests sent,
+/// connections, its caches), if this process serves a mount.
+pub fn fs_counters() -> Vec<fusebox::stats::FsCounter> {
+    // A call to the run's server, made at the program's exit.
+    crate::sud::as_our_own(|| MOUNT.get().map(|m| m.fs_counters()).unwrap_or_default())
+}
+
 /// Serve `mount` to this process (and the threads and children it creates
 /// from now on) through system call interception.
 pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {

@@ -197,6 +197,19 @@ pub(crate) fn arm_current_thread() -> Result<(), InterceptError> {
     Ok(())
 }
 
+/// Run `f`, this library's own work outside any hook (a report at the
+/// program's exit), with its system calls let through as a hook's are:
+/// intercepted, they would be routed as the program's, and could wait for
+/// a lock `f` holds.
+pub(crate) fn as_our_own<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: this thread's own byte.
+    let before = unsafe { selector().read_volatile() };
+    set_selector(SELECTOR_ALLOW);
+    let r = f();
+    set_selector(before);
+    r
+}
+
 /// Disarm dispatch for the calling thread.
 pub(crate) fn disarm_current_thread() {
     raw_syscall(

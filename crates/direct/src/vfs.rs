@@ -576,6 +576,11 @@ impl VirtualMount {
         self.cache.get().map(MetaCache::stats)
     }
 
+    /// The filesystem's own figures (`Filesystem::counters`).
+    pub fn fs_counters(&self) -> Vec<fusebox::stats::FsCounter> {
+        self.fs.counters()
+    }
+
     /// A change through the mount is being made: cached attributes are
     /// stale once it is done (when the guard drops: what was read while it
     /// ran must not outlive it).

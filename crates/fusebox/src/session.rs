@@ -133,8 +133,14 @@ fn snapshot_fn(
     inflight: Arc<InFlight>,
     negotiated: Arc<OnceLock<Negotiated>>,
     state: Option<Arc<StateFile>>,
-    base: Vec<stats::OpSnapshot>,
+    fs: Arc<impl Filesystem>,
 ) -> impl Fn() -> Snapshot + Send + Sync + 'static {
+    // What earlier generations served, carried in the state file.
+    let base: Vec<stats::OpSnapshot> = state
+        .as_ref()
+        .and_then(|s| s.stats())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
     let mountpoint = std::fs::canonicalize(mountpoint)
         .unwrap_or_else(|_| mountpoint.to_path_buf())
         .display()
@@ -158,6 +164,7 @@ fn snapshot_fn(
             },
             later: inflight.totals(),
             recovery: state.as_ref().map(|s| s.totals()),
+            filesystem: fs.counters(),
         }
     }
 }
@@ -419,12 +426,7 @@ impl<F: Filesystem> Session<F> {
             inflight.clone(),
             negotiated.clone(),
             handoff.as_ref().map(|h| h.state.clone()),
-            // What earlier generations served, carried in the state file.
-            handoff
-                .as_ref()
-                .and_then(|h| h.state.stats())
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or_default(),
+            fs.clone(),
         ));
         let shared_socket = handoff.as_mut().and_then(|h| h.stats_socket.take());
         let stats_server = if cfg.stats_socket {
@@ -892,6 +894,26 @@ impl StatsCarry {
     }
 }
 
+/// Tries at pausing the workers for an upgrade, and how long each waits
+/// for the last busy one. Between tries the parked workers serve again: a
+/// request that keeps its worker long (a write waiting on a slow network)
+/// stalls the mount for one try at a time, not for the whole wait.
+const PAUSE_TRIES: u32 = 4;
+const PAUSE_TRY: Duration = Duration::from_secs(5);
+
+/// Pause the workers between two requests, trying again after a failed
+/// try; false (and serving) if every try failed.
+fn pause_between_requests(pause: &PauseControl) -> bool {
+    for _ in 0..PAUSE_TRIES {
+        if pause.pause(PAUSE_TRY) {
+            return true;
+        }
+        pause.resume();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
 /// A supervised server's side of a planned upgrade (`recovery::supervisor`):
 /// pause the workers and say so, then resume or exit as told. If the
 /// supervisor goes away, serving goes on.
@@ -904,9 +926,11 @@ fn obey_supervisor<F: Filesystem>(
     loop {
         match channel.recv::<ToServer>(None) {
             Ok((ToServer::Quiesce, _)) => {
-                let (answer, saved) = if !pause.pause(Duration::from_secs(10)) {
-                    pause.resume();
-                    let error = "workers did not pause within 10 s".into();
+                let (answer, saved) = if !pause_between_requests(pause) {
+                    let error = format!(
+                        "workers did not pause ({PAUSE_TRIES} tries of {} s: a request kept one busy)",
+                        PAUSE_TRY.as_secs()
+                    );
                     (ToSupervisor::Failed { error }, None)
                 } else {
                     // Every request this server will serve is counted.

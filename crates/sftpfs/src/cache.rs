@@ -83,6 +83,11 @@ impl Listing {
         Listing { entries, index }
     }
 
+    /// Where `name` is among the entries.
+    pub fn position(&self, name: &[u8]) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// The entry called `name`, if the directory holds one.
     pub fn get(&self, name: &[u8]) -> Option<&ListEntry> {
         self.index.get(name).map(|&i| &self.entries[i])
@@ -145,8 +150,14 @@ pub struct MetaCache {
 
 /// A stamp taken before asking the server; an answer is stored only if no
 /// change was made meanwhile.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Epoch(u64);
+
+impl Epoch {
+    pub fn value(self) -> u64 {
+        self.0
+    }
+}
 
 fn parent(path: &[u8]) -> Option<(&[u8], &[u8])> {
     let i = path.iter().rposition(|&b| b == b'/')?;
@@ -297,11 +308,41 @@ impl MetaCache {
         self.edit_parent(path, |l, name| l.with(name, attrs));
     }
 
-    /// This mount made directory `path`: it is there, and empty.
-    pub fn made_dir(&self, path: &[u8], attrs: Attrs) {
-        self.made(path, attrs);
+    /// The server just said what `path` is (an open answered with its
+    /// attributes): kept, and its listing entry too. Nothing was changed,
+    /// so what is in flight stays good (no new epoch): a listing fetched
+    /// meanwhile is as fresh, and these attributes, looked up first, win.
+    pub fn seen(&self, path: &[u8], attrs: Attrs) {
         let _g = self.lock();
-        if self.enabled {
+        if !self.enabled {
+            return;
+        }
+        self.attrs.insert(path.to_vec(), Some(attrs));
+        let differs = parent(path).is_some_and(|(dir, name)| {
+            self.listings
+                .get(dir)
+                .is_some_and(|l| l.get(name).is_some_and(|e| !e.current || e.attrs != attrs))
+        });
+        if differs {
+            self.edit_parent(path, |l, name| l.with(name, attrs));
+        }
+    }
+
+    /// This mount made directory `path` (the epoch `before` was read
+    /// before it asked): it is there, and empty, unless some other change
+    /// went through the cache meanwhile (a create inside it, say), which
+    /// an empty listing would hide.
+    pub fn made_dir(&self, path: &[u8], attrs: Attrs, before: Epoch) {
+        let _g = self.lock();
+        let quiet = self.current(before);
+        self.bump();
+        if !self.enabled {
+            return;
+        }
+        self.attrs.insert(path.to_vec(), Some(attrs));
+        self.links.invalidate(path);
+        self.edit_parent(path, |l, name| l.with(name, attrs));
+        if quiet {
             self.listings
                 .insert(path.to_vec(), Arc::new(Listing::default()));
         }
@@ -378,7 +419,9 @@ impl MetaCache {
     fn forget_below(&self, path: &[u8]) {
         let prefix = below(path);
         let p = prefix.clone();
-        let _ = self.attrs.invalidate_entries_if(move |k, _| k.starts_with(&p));
+        let _ = self
+            .attrs
+            .invalidate_entries_if(move |k, _| k.starts_with(&p));
         let p = prefix.clone();
         let _ = self
             .listings
@@ -440,11 +483,26 @@ mod tests {
         c.removed(b"/d/new");
         assert_eq!(c.lookup(b"/d/new"), Some(None));
         assert!(c.listing(b"/d").unwrap().entries.is_empty());
-        c.made_dir(b"/d/sub", file(0));
-        assert_eq!(c.lookup(b"/d/sub/x"), Some(None), "a new directory is empty");
+        let before = c.epoch();
+        c.made_dir(b"/d/sub", file(0), before);
+        assert_eq!(
+            c.lookup(b"/d/sub/x"),
+            Some(None),
+            "a new directory is empty"
+        );
+        let before = c.epoch();
+        c.made(b"/d/sub2/f", file(1));
+        c.made_dir(b"/d/sub2", file(0), before);
+        assert!(
+            c.listing(b"/d/sub2").is_none(),
+            "a change meanwhile: not known empty"
+        );
         c.there(b"/d/moved");
         assert_eq!(c.lookup(b"/d/moved"), None);
-        assert!(c.listing(b"/d").is_none(), "a rename's target: listing forgotten");
+        assert!(
+            c.listing(b"/d").is_none(),
+            "a rename's target: listing forgotten"
+        );
     }
 
     #[test]

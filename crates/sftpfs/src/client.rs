@@ -102,6 +102,11 @@ impl Client {
         self.route.describe()
     }
 
+    /// Connections made so far (the first, and every reconnect).
+    pub fn connections_made(&self) -> u64 {
+        self.lock().generation
+    }
+
     /// Connect now, and say why not: the first connection of a mount,
     /// whose failure is the mount's (a wrong key, an unknown host key, a
     /// refused port). Waits at most the timeout.

@@ -195,8 +195,9 @@ impl Connection {
         // read by the reader thread too, so that a server that never
         // answers costs the deadline, not a hang.
         let (boot_tx, boot_rx) = std::sync::mpsc::channel::<io::Result<BootPacket>>();
-        let conn_slot: Arc<Mutex<Option<Arc<Connection>>>> = Arc::new(Mutex::new(None));
-        let slot = conn_slot.clone();
+        // The connection, once made; dropped unsent if `start` fails, which
+        // ends the reader thread (and its hold on the stream).
+        let (conn_tx, conn_rx) = std::sync::mpsc::channel::<Arc<Connection>>();
         let mut reader = BufReader::with_capacity(1 << 20, reader);
         let reader_thread = std::thread::Builder::new()
             .name("sftpfs-reader".into())
@@ -216,13 +217,9 @@ impl Connection {
                     }
                 }
                 // Wait for the connection to exist, then serve replies.
-                let conn = loop {
-                    if let Some(c) = slot.lock().unwrap_or_else(PoisonError::into_inner).take() {
-                        break c;
-                    }
-                    std::thread::park();
-                };
-                conn.read_replies(&mut reader);
+                if let Ok(conn) = conn_rx.recv() {
+                    conn.read_replies(&mut reader);
+                }
             });
         let reader_thread = match reader_thread {
             Ok(t) => t,
@@ -281,9 +278,11 @@ impl Connection {
                         Err(e) => return fail(closer, invalid(e)),
                     };
                     // 0 means "no limit stated": keep the default then.
+                    // Never more than a packet we accept can carry.
+                    let most = (wire::MAX_PACKET - 1024) as u64;
                     let pick = |v: u64| match v {
                         0 => DEFAULT_IO_SIZE,
-                        v => v.min(16 << 20) as u32,
+                        v => v.min(most) as u32,
                     };
                     info.max_read = pick(l.max_read);
                     info.max_write = pick(l.max_write);
@@ -306,8 +305,8 @@ impl Connection {
             on_death: Mutex::new(None),
             closer: Mutex::new(Some(closer)),
         });
-        *conn_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-        reader_thread.thread().unpark();
+        let _ = conn_tx.send(conn.clone());
+        drop(reader_thread);
         Ok(conn)
     }
 
@@ -376,6 +375,7 @@ impl Connection {
                 p.insert(id, Completion::Waiter(w.clone()));
                 r.encode(id, &mut buf);
                 self.counts.bump(r);
+                tracing::debug!(id, request = r.name(), "request");
                 ids.push(id);
             }
         }
@@ -405,6 +405,9 @@ impl Connection {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, c);
         self.counts.bump(req);
+        // `RUST_LOG=fusebox_sftpfs::connection=debug` (or -vv): every
+        // request and reply, as sshfs_debug shows them.
+        tracing::debug!(id, request = req.name(), "request");
         let sent = ENCODE.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
@@ -501,6 +504,7 @@ impl Connection {
         let why = loop {
             match read_reply(reader, &mut body) {
                 Ok((id, reply)) => {
+                    tracing::debug!(id, reply = %reply.summary(), "reply");
                     if let Some(c) = self.take(id) {
                         c.complete(Ok(reply));
                     }
@@ -606,6 +610,56 @@ mod tests {
         put_u32(&mut p, body.len() as u32);
         p.extend_from_slice(body);
         p
+    }
+
+    /// A server with no extensions: sizes fall back to 32 KiB, every
+    /// extension is off, requests are answered by id.
+    #[test]
+    fn a_plain_version_3_server_gets_the_fallbacks() {
+        use std::os::unix::net::UnixStream;
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let server = std::thread::spawn(move || {
+            let mut s = theirs;
+            let init = read_packet(&mut s, &mut Vec::new()).unwrap();
+            assert_eq!(init[0], msg::INIT);
+            let mut v = vec![msg::VERSION];
+            put_u32(&mut v, 3);
+            s.write_all(&packet(&v)).unwrap();
+            // One LSTAT: answered "no such file", by its id.
+            let req = read_packet(&mut s, &mut Vec::new()).unwrap();
+            assert_eq!(req[0], msg::LSTAT);
+            let id = u32::from_be_bytes([req[1], req[2], req[3], req[4]]);
+            let mut st = vec![msg::STATUS];
+            put_u32(&mut st, id);
+            put_u32(&mut st, crate::wire::status::NO_SUCH_FILE);
+            s.write_all(&packet(&st)).unwrap();
+            // Then the stream ends: whatever is in flight is lost.
+            let _ = read_packet(&mut s, &mut Vec::new());
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let conn = Connection::start(
+            Box::new(ours.try_clone().unwrap()),
+            Box::new(ours.try_clone().unwrap()),
+            Box::new(move || {
+                let _ = ours.shutdown(std::net::Shutdown::Both);
+            }),
+            Arc::default(),
+            deadline,
+        )
+        .unwrap();
+        let i = conn.info();
+        assert_eq!((i.max_read, i.max_write), (32 * 1024, 32 * 1024));
+        assert!(!i.statvfs && !i.posix_rename && !i.fsync && !i.lsetstat && !i.openssh_symlink);
+        let r = conn
+            .call(&Request::Lstat { path: b"/x" }, deadline)
+            .unwrap();
+        assert!(
+            matches!(r, Reply::Status { code, .. } if code == crate::wire::status::NO_SUCH_FILE)
+        );
+        let r = conn.call(&Request::Lstat { path: b"/y" }, deadline);
+        assert!(matches!(r, Err(ConnError::Lost(_))), "{r:?}");
+        assert!(conn.is_dead());
+        server.join().unwrap();
     }
 
     #[test]

@@ -148,6 +148,9 @@ struct ReadAhead {
     /// End of file, when a chunk came back short.
     eof: Option<u64>,
     bytes: u64,
+    /// The whole file, read ahead with its directory (`smallfiles`):
+    /// reads are answered from it while it lasts.
+    whole: Option<Arc<Vec<u8>>>,
 }
 
 /// One READ's worth of a file.
@@ -198,6 +201,18 @@ impl OpenFile {
             gone: AtomicBool::new(false),
             written: AtomicBool::new(false),
         }
+    }
+
+    /// Its whole data, read ahead (`smallfiles`): not opened on the
+    /// server unless something needs a handle.
+    pub fn with_whole(self, data: Arc<Vec<u8>>) -> OpenFile {
+        lock(&self.ra).whole = Some(data);
+        self
+    }
+
+    /// Whether reads are answered from data read ahead whole.
+    pub fn has_whole(&self) -> bool {
+        lock(&self.ra).whole.is_some()
     }
 
     /// Opened just now on `conn`.
@@ -252,8 +267,22 @@ impl OpenFile {
         if let Some(h) = g.as_ref().filter(|h| !h.conn.is_dead()) {
             return Ok(h.clone());
         }
+        self.reopen_locked(io, g, true)
+    }
+
+    /// Open the file again by its path on the live connection; `replay`:
+    /// send its unconfirmed writes again, oldest first, before anything
+    /// newer can go out.
+    fn reopen_locked(
+        self: &Arc<Self>,
+        io: &Io,
+        g: &mut MutexGuard<'_, Option<RemoteHandle>>,
+        replay: bool,
+    ) -> Result<RemoteHandle, Errno> {
         if self.gone.load(Ordering::Relaxed) {
-            // Unlinked while open: no name to reopen it by.
+            // Unlinked while open: no name to reopen it by; its writes
+            // still unconfirmed can never be sent again.
+            self.abandon(io, Errno::EIO);
             return Err(Errno::EIO);
         }
         let deadline = io.deadline();
@@ -265,7 +294,16 @@ impl OpenFile {
         };
         let client = io.client_for(&path);
         let rh = loop {
-            let (conn, _) = client.current(deadline)?;
+            let (conn, _) = match client.current(deadline) {
+                Ok(c) => c,
+                // No server within the timeout: a later call may find one.
+                Err(e) if e == Errno::EIO => return Err(e),
+                Err(e) => {
+                    // Never again (reconnect is off, or closed).
+                    self.abandon(io, e);
+                    return Err(e);
+                }
+            };
             match client.call_on(&conn, &reopen, deadline) {
                 Ok(Reply::Handle(h)) => {
                     break RemoteHandle {
@@ -275,7 +313,9 @@ impl OpenFile {
                 }
                 Ok(Reply::Status { code, .. }) => {
                     tracing::warn!(fh = self.fh, path = %String::from_utf8_lossy(&path), status = %wire::StatusName(code), "reopening a file after a reconnect failed");
-                    return Err(status_errno(code));
+                    let e = status_errno(code);
+                    self.abandon(io, e);
+                    return Err(e);
                 }
                 Ok(_) => return Err(Errno::EPROTO),
                 // The open itself is harmless to repeat.
@@ -284,21 +324,46 @@ impl OpenFile {
             }
         };
         **g = Some(rh.clone());
-        self.replay(io, &rh);
-        // Readahead asked on the old connection is lost.
-        lock(&self.ra).chunks.retain(|_, c| {
-            !matches!(
-                *c.state.lock().unwrap_or_else(PoisonError::into_inner),
-                ChunkState::Waiting | ChunkState::Lost
-            )
-        });
+        if replay {
+            self.replay(io, &rh);
+        }
+        // Readahead asked on the old connection is lost. (A chunk's state
+        // is taken only after `ra`, never the other way round.)
+        let old: Vec<Arc<Chunk>> = lock(&self.ra).chunks.values().cloned().collect();
+        let lost: Vec<u64> = old
+            .iter()
+            .filter(|c| {
+                matches!(
+                    *c.state.lock().unwrap_or_else(PoisonError::into_inner),
+                    ChunkState::Waiting | ChunkState::Lost
+                )
+            })
+            .map(|c| c.off)
+            .collect();
+        let mut ra = lock(&self.ra);
+        for off in lost {
+            if let Some(c) = ra.chunks.remove(&off) {
+                ra.bytes -= c.len as u64;
+            }
+        }
+        drop(ra);
         Ok(rh)
     }
 
     /// Send again every unconfirmed write, oldest first, on `rh` (the
     /// caller holds the remote lock, so nothing newer goes out before).
     fn replay(self: &Arc<Self>, io: &Io, rh: &RemoteHandle) {
-        let pending: Vec<Pending> = lock(&self.wb).pending.values().cloned().collect();
+        let log = io.log();
+        // The data is copied while the records are surely still pending:
+        // a confirmation arriving late frees a record (and its slot may be
+        // given to another write) only under the same lock.
+        let pending: Vec<(Pending, Vec<u8>)> = {
+            let wb = lock(&self.wb);
+            wb.pending
+                .values()
+                .map(|p| (p.clone(), log.data(p)))
+                .collect()
+        };
         if pending.is_empty() {
             return;
         }
@@ -307,11 +372,34 @@ impl OpenFile {
             writes = pending.len(),
             "sending unconfirmed writes again"
         );
-        let log = io.log();
-        for p in pending {
-            let data = log.data(&p);
+        for (p, data) in pending {
             self.send_write(io, rh, &log, p, &data);
         }
+    }
+
+    /// Give up the file's unconfirmed writes for good (it cannot be
+    /// reopened): their log records are freed, so they hold up no other
+    /// write, and `why` is reported by the file's next call.
+    pub fn abandon(&self, io: &Io, why: Errno) {
+        let log = io.log();
+        let mut wb = lock(&self.wb);
+        if wb.pending.is_empty() {
+            return;
+        }
+        tracing::error!(
+            fh = self.fh,
+            path = %String::from_utf8_lossy(&self.path()),
+            writes = wb.pending.len(),
+            error = %why,
+            "unconfirmed writes given up: the file cannot be reopened"
+        );
+        for p in std::mem::take(&mut wb.pending).into_values() {
+            log.done(&p);
+        }
+        wb.max_end = 0;
+        wb.error.get_or_insert(why);
+        drop(wb);
+        self.wb_changed.notify_all();
     }
 
     fn send_write(
@@ -371,13 +459,14 @@ impl OpenFile {
             return Err(e);
         }
         self.written.store(true, Ordering::Relaxed);
-        self.forget_readahead();
         let mut g = lock(&self.remote);
         let rh = self.handle_locked(io, &mut g)?;
         let max = rh.conn.info().max_write.max(4096) as usize;
         if io.sync_write || self.appends() {
             drop(g);
-            return self.write_through(io, offset, data, max);
+            let r = self.write_through(io, offset, data, max);
+            self.forget_readahead();
+            return r;
         }
         let log = io.log();
         let path = self.path();
@@ -398,6 +487,11 @@ impl OpenFile {
             self.send_write(io, &rh, &log, p, piece);
             off += piece.len() as u64;
         }
+        // After the writes went out (still holding the remote lock): a read
+        // sent from now on comes after them on the connection; one that
+        // went before is dropped here.
+        self.forget_readahead();
+        drop(g);
         Ok(data.len() as u32)
     }
 
@@ -456,8 +550,13 @@ impl OpenFile {
             let dead = lock(&self.remote).as_ref().is_none_or(|h| h.conn.is_dead());
             if dead && self.has_pending() {
                 // Its connection died with writes unconfirmed: reopen,
-                // which sends them again.
-                self.handle(io)?;
+                // which sends them again (or gives them up for good).
+                if let Err(e) = self.handle(io) {
+                    if !self.has_pending() {
+                        return Err(lock(&self.wb).error.take().unwrap_or(e));
+                    }
+                    return Err(e);
+                }
                 continue;
             }
             let wb = lock(&self.wb);
@@ -487,6 +586,27 @@ impl OpenFile {
     }
 
     /// Take over writes a previous process logged for this file.
+    /// Send again one write a previous server logged (adopted with
+    /// `adopt_pending`), reopening the file if needed but sending nothing
+    /// else: the caller goes through every file's in sequence order.
+    pub fn resend_adopted(self: &Arc<Self>, io: &Io, p: &Pending) -> Result<(), Errno> {
+        let mut g = lock(&self.remote);
+        let rh = match g.as_ref().filter(|h| !h.conn.is_dead()) {
+            Some(h) => h.clone(),
+            None => self.reopen_locked(io, &mut g, false)?,
+        };
+        let log = io.log();
+        let data = {
+            let wb = lock(&self.wb);
+            if !wb.pending.contains_key(&p.seq) {
+                return Ok(());
+            }
+            log.data(p)
+        };
+        self.send_write(io, &rh, &log, p.clone(), &data);
+        Ok(())
+    }
+
     pub fn adopt_pending(&self, p: Pending) {
         let mut wb = lock(&self.wb);
         wb.max_end = wb.max_end.max(p.offset + p.len as u64);
@@ -500,6 +620,7 @@ impl OpenFile {
     /// Drop what was read ahead (the file changed).
     pub fn forget_readahead(&self) {
         let mut ra = lock(&self.ra);
+        ra.whole = None;
         if !ra.chunks.is_empty() {
             ra.chunks.clear();
             ra.bytes = 0;
@@ -525,6 +646,13 @@ impl OpenFile {
         size: u32,
         out: &mut fusebox::protocol::DataOut<'_>,
     ) -> Result<(), Errno> {
+        let whole = lock(&self.ra).whole.clone();
+        if let Some(d) = whole {
+            let from = offset.min(d.len() as u64) as usize;
+            let upto = (offset + size as u64).min(d.len() as u64) as usize;
+            out.extend_from_slice(&d[from..upto]);
+            return Ok(());
+        }
         let rh = self.handle(io)?;
         let chunk = rh.conn.info().max_read.max(4096) as u64;
         let end = offset + size as u64;
@@ -592,6 +720,9 @@ impl OpenFile {
             }
         }
         let mut needed = Vec::new();
+        // Asked for once `ra` is released: a full pipe may block the send,
+        // and the reader thread must not need `ra` meanwhile.
+        let mut fresh = Vec::new();
         let mut at = offset / chunk * chunk;
         while at < want_end {
             let is_needed = at < end;
@@ -612,7 +743,7 @@ impl OpenFile {
                     io.held.fetch_add(chunk, Ordering::Relaxed);
                     ra.bytes += chunk;
                     ra.chunks.insert(at, c.clone());
-                    self.request(rh, &c);
+                    fresh.push(c.clone());
                     c
                 }
             };
@@ -634,6 +765,10 @@ impl OpenFile {
             if let Some(c) = ra.chunks.remove(&o) {
                 ra.bytes -= c.len as u64;
             }
+        }
+        drop(ra);
+        for c in &fresh {
+            self.request(rh, c);
         }
         needed
     }
@@ -672,12 +807,14 @@ impl OpenFile {
         loop {
             match &*st {
                 ChunkState::Ready(d) => {
+                    let d = d.clone();
+                    drop(st);
                     if d.len() < c.len as usize {
                         let mut ra = lock(&self.ra);
                         let eof = c.off + d.len() as u64;
                         ra.eof = Some(ra.eof.map_or(eof, |e| e.min(eof)));
                     }
-                    return Ok((!d.is_empty()).then(|| d.clone()));
+                    return Ok((!d.is_empty()).then_some(d));
                 }
                 ChunkState::Failed(e) => {
                     let e = *e;
@@ -697,12 +834,14 @@ impl OpenFile {
             }
             let now = Instant::now();
             if now >= deadline {
-                // The server stopped answering: as for any request.
-                if let Some(rh) = lock(&self.remote).as_ref() {
-                    rh.conn
-                        .die(format!("no reply to READ within {:?}", io.client.timeout()));
-                }
+                // The server stopped answering: as for any request. No
+                // lock is held while the connection dies: it runs the
+                // callbacks of what was in flight, this chunk's included.
                 drop(st);
+                let conn = lock(&self.remote).as_ref().map(|rh| rh.conn.clone());
+                if let Some(conn) = conn {
+                    conn.die(format!("no reply to READ within {:?}", io.client.timeout()));
+                }
                 lock(&self.ra).chunks.remove(&c.off);
                 return Err(Errno::EIO);
             }

@@ -20,6 +20,7 @@ use fusebox::fs::ops::*;
 use fusebox::fs::PlusFiller;
 use fusebox::protocol::{Connection as FuseConnection, DataOut, Notifier};
 use fusebox::recovery::HandleRecord;
+use fusebox::stats::FsCounter;
 use fusebox::{
     Errno, FileAttr, FileHandle, FileType, FsOptions, FsResult, Opened, PathFilesystem, Statfs,
     TimeOrNow, Timeouts, Timespec,
@@ -33,8 +34,9 @@ use crate::errors::status_errno;
 use crate::files::{Io, OpenFile, RemoteHandle};
 use crate::idmap::IdMapper;
 use crate::listing::Lister;
-use crate::pages::{PageCache, PAGE};
 use crate::options::{Remote, SftpOptions};
+use crate::pages::{PageCache, PAGE};
+use crate::smallfiles::SmallFiles;
 use crate::wire::{self, pflags, status, Attrs, Reply, Request};
 use crate::writelog::WriteLog;
 
@@ -67,6 +69,8 @@ pub struct SftpFs {
     lister: Lister,
     /// File data in this process's memory, when on (`pages`).
     pages: Option<PageCache>,
+    /// Small files read ahead of a program reading them one by one.
+    small: SmallFiles,
     ids: RwLock<IdMapper>,
     files: RwLock<HashMap<u64, Arc<OpenFile>>>,
     dirs: Mutex<HashMap<u64, Arc<Listing>>>,
@@ -173,6 +177,12 @@ impl SftpFs {
                 if dcache { opts.prefetch_dirs } else { 0 },
                 opts.dcache_max_size,
                 opts.follow_symlinks,
+            ),
+            small: SmallFiles::new(
+                client.clone(),
+                cache.clone(),
+                if dcache { opts.prefetch_files } else { 0 },
+                opts.stat_timeout(),
             ),
             cache,
             pages: opts
@@ -719,6 +729,7 @@ impl SftpFs {
 
     /// File data this mount changed, or moved: stale in the page cache.
     fn data_changed(&self, path: &[u8], tree: bool) {
+        self.small.changed(path, tree);
         if let Some(pc) = &self.pages {
             if tree {
                 pc.tree_changed(path);
@@ -797,7 +808,16 @@ impl SftpFs {
             }
             Err(CallError::Errno(e)) => Err(e),
             Err(CallError::Unknown) => {
-                let r = self.once(req, applied)?;
+                // Look first: sent again after it was applied, it would
+                // fail (EEXIST for the directory just made).
+                let r = if applied() {
+                    Reply::Status {
+                        code: status::OK,
+                        message: String::new(),
+                    }
+                } else {
+                    self.once(req, || false)?
+                };
                 Ok((r, self.fresh_lstat(rp), Answered::AfterReconnect))
             }
         }
@@ -869,7 +889,8 @@ impl SftpFs {
     }
 
     /// Writes a previous server answered and the server never confirmed:
-    /// send them again, before anything else is served.
+    /// send them again, oldest first across every file (two handles may
+    /// have written the same bytes), before anything else is served.
     fn replay_orphans(&self) {
         let log = self.io.log();
         let orphans = log.unconfirmed();
@@ -886,6 +907,7 @@ impl SftpFs {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let mut temporary: HashMap<u64, Arc<OpenFile>> = HashMap::new();
+        let mut order: Vec<(Arc<OpenFile>, crate::writelog::Pending)> = Vec::new();
         for p in orphans {
             let f = match files.get(&p.fh) {
                 Some(f) => f.clone(),
@@ -896,15 +918,25 @@ impl SftpFs {
                     })
                     .clone(),
             };
-            f.adopt_pending(p);
+            f.adopt_pending(p.clone());
+            order.push((f, p));
         }
-        for f in files
-            .values()
-            .filter(|f| f.has_pending())
-            .chain(temporary.values())
-        {
-            if let Err(e) = f.handle(&self.io).and_then(|_| f.drain(&self.io)) {
-                tracing::error!(fh = f.fh, path = %String::from_utf8_lossy(&f.path()), error = %e, "writes a previous server answered could not be sent again");
+        // Reopen each file first (nothing is sent by a reopen: the pending
+        // writes were adopted after... see `resend_adopted`), then send in
+        // sequence order.
+        for (f, p) in &order {
+            if let Err(e) = f.resend_adopted(&self.io, p) {
+                tracing::error!(fh = f.fh, path = %String::from_utf8_lossy(&f.path()), error = %e, "a write a previous server answered could not be sent again");
+                f.abandon(&self.io, e);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (f, _) in &order {
+            if seen.insert(f.fh) {
+                if let Err(e) = f.drain(&self.io) {
+                    tracing::error!(fh = f.fh, error = %e, "writes a previous server answered stay unconfirmed");
+                    f.abandon(&self.io, e);
+                }
             }
         }
         for f in temporary.values() {
@@ -967,7 +999,8 @@ impl PathFilesystem for SftpFs {
         let rp = self.rpath(path)?;
         let file = fh.and_then(|h| self.file(h).ok());
         let mut a = match &file {
-            Some(f) if !self.opts.workaround_fstat => {
+            // (A file read ahead whole has no handle to ask: by path.)
+            Some(f) if !self.opts.workaround_fstat && !f.has_whole() => {
                 let rh = f.handle(&self.io)?;
                 match self.io.client.call_on(
                     &rh.conn,
@@ -1153,6 +1186,7 @@ impl PathFilesystem for SftpFs {
     fn mkdir(&self, _ctx: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
         let rp = self.rpath(path)?;
         let want = args.mode & 0o7777;
+        let before = self.cache.epoch();
         let req = Request::Mkdir {
             path: &rp,
             attrs: Attrs {
@@ -1189,7 +1223,7 @@ impl PathFilesystem for SftpFs {
             }
         }
         if answered == Answered::ByServer {
-            self.cache.made_dir(&rp, a);
+            self.cache.made_dir(&rp, a, before);
         } else {
             self.cache.changed(&rp);
         }
@@ -1318,6 +1352,14 @@ impl PathFilesystem for SftpFs {
             });
         }
         ok_status(&r)?;
+        // Files open at the target lost their name to the source's file:
+        // they must never be reopened by it.
+        for f in self.open_files() {
+            let p = f.path();
+            if p == rt || is_below(&p, &rt) {
+                f.mark_gone();
+            }
+        }
         self.moved(&rf, &rt);
         self.data_changed(&rf, true);
         self.data_changed(&rt, true);
@@ -1363,6 +1405,26 @@ impl PathFilesystem for SftpFs {
         if pf & pflags::TRUNC != 0 {
             self.settle(&rp)?;
             self.cache.attrs_changed(&rp);
+            self.data_changed(&rp, false);
+        }
+        let read_only = pf & (pflags::WRITE | pflags::APPEND | pflags::TRUNC) == 0;
+        if read_only {
+            if let Some((data, a)) = self.small.take(&rp) {
+                // Read ahead with its directory, and unchanged since: no
+                // round trip (opened on the server only if a handle is
+                // needed).
+                if let Some(pc) = &self.pages {
+                    pc.opened(&rp, (a.times.map_or(0, |t| t.1), a.size.unwrap_or(0)));
+                }
+                let f = OpenFile::new(self.new_fh(), rp.clone(), pf, a.size.unwrap_or(0))
+                    .with_whole(data);
+                let flags = self.open_flags(&rp, &a);
+                return Ok(Opened {
+                    fh: FileHandle(self.register(f)),
+                    flags,
+                    backing_id: 0,
+                });
+            }
         }
         let (rh, a) = loop {
             match self.open_remote(&rp, pf, None) {
@@ -1372,13 +1434,20 @@ impl PathFilesystem for SftpFs {
                 Err(OpenFailure::Errno(e)) => return Err(e),
             }
         };
-        self.cache.made(&rp, a);
+        if pf & pflags::TRUNC != 0 {
+            self.cache.made(&rp, a);
+        } else {
+            self.cache.seen(&rp, a);
+        }
         if let Some(pc) = &self.pages {
             pc.opened(&rp, (a.times.map_or(0, |t| t.1), a.size.unwrap_or(0)));
         }
         let f = OpenFile::new(self.new_fh(), rp.clone(), pf, a.size.unwrap_or(0));
         f.set_remote(rh);
         let flags = self.open_flags(&rp, &a);
+        if read_only && a.perm.is_some_and(|p| p & libc::S_IFMT == libc::S_IFREG) {
+            self.small.opened(&rp);
+        }
         Ok(Opened {
             fh: FileHandle(self.register(f)),
             flags,
@@ -1397,9 +1466,7 @@ impl PathFilesystem for SftpFs {
     fn write(&self, _ctx: &Ctx, _path: &Path, args: &Write) -> FsResult<u32> {
         let f = self.file(args.fh)?;
         let path = f.path();
-        if let Some(pc) = &self.pages {
-            pc.changed(&path);
-        }
+        self.data_changed(&path, false);
         let n = f.write(&self.io, args.offset, args.data)?;
         self.cache.attrs_changed(&path);
         Ok(n)
@@ -1420,6 +1487,8 @@ impl PathFilesystem for SftpFs {
         };
         if let Err(e) = f.drain(&self.io) {
             tracing::error!(fh = f.fh, path = %String::from_utf8_lossy(&f.path()), error = %e, "writes not confirmed at release");
+            // Nothing will send them again once the handle is gone.
+            f.abandon(&self.io, e);
         }
         if f.written.load(Ordering::Relaxed) {
             // The page cache holds what was written: keep it on the next
@@ -1588,6 +1657,9 @@ impl PathFilesystem for SftpFs {
         // taken bits the caller asked for.
         self.fix_mode(&rh, &mut a, want);
         self.cache.made(&rp, a);
+        if pf & pflags::TRUNC != 0 {
+            self.data_changed(&rp, false);
+        }
         let f = OpenFile::new(self.new_fh(), rp.clone(), pf, 0);
         f.set_remote(rh);
         let flags = self.open_flags(&rp, &a);
@@ -1666,11 +1738,59 @@ impl PathFilesystem for SftpFs {
         // Before any write is served: the anonymous log has nothing yet.
         let log = WriteLog::open(area);
         tracing::debug!(bytes_in_use = log.used(), "write log adopted");
+        // A handle number a logged write names is never given to another
+        // file (its writes are sent again by that number).
+        if let Some(max) = log.unconfirmed().iter().map(|p| p.fh).max() {
+            self.next_fh.fetch_max(max + 1, Ordering::Relaxed);
+        }
         self.io.set_log(log);
     }
 
     fn restored(&self) {
         self.replay_orphans();
+    }
+
+    fn counters(&self) -> Vec<FsCounter> {
+        let mut sent: Vec<(&'static str, u64)> = Vec::new();
+        for c in &self.io.clients {
+            for (name, n) in c.counts().snapshot() {
+                match sent.iter_mut().find(|(s, _)| *s == name) {
+                    Some((_, total)) => *total += n,
+                    None => sent.push((name, n)),
+                }
+            }
+        }
+        let mut out: Vec<FsCounter> = sent
+            .into_iter()
+            .map(|(name, n)| FsCounter::new(format!("sftp.{name}"), n))
+            .collect();
+        let made: u64 = self.io.clients.iter().map(|c| c.connections_made()).sum();
+        out.push(FsCounter::new("connections.made", made));
+        out.push(FsCounter::new(
+            "connections.reconnects",
+            made.saturating_sub(self.io.clients.len() as u64),
+        ));
+        let (hits, misses) = self.cache.counts();
+        out.push(FsCounter::new("metadata_cache.hits", hits));
+        out.push(FsCounter::new("metadata_cache.misses", misses));
+        out.push(FsCounter::new(
+            "metadata_cache.listings_fetched_ahead",
+            self.lister.fetched_ahead(),
+        ));
+        if let Some(p) = &self.pages {
+            let (hits, misses) = p.counts();
+            out.push(FsCounter::new("page_cache.hits", hits));
+            out.push(FsCounter::new("page_cache.misses", misses));
+        }
+        let (fetched, taken) = self.small.counts();
+        out.push(FsCounter::new("small_files_ahead.fetched", fetched));
+        out.push(FsCounter::new("small_files_ahead.taken", taken));
+        out.push(FsCounter::new("memory.readahead_bytes", self.io.held()));
+        out.push(FsCounter::new(
+            "memory.unconfirmed_write_bytes",
+            self.io.log().used(),
+        ));
+        out
     }
 
     fn quiesce(&self) -> std::io::Result<()> {

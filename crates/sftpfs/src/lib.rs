@@ -30,6 +30,7 @@ pub mod idmap;
 pub mod listing;
 pub mod options;
 pub mod pages;
+pub mod smallfiles;
 pub mod ssh;
 mod sys;
 pub mod wire;

@@ -34,9 +34,10 @@ const QUEUE: usize = 4096;
 const FIRST_READDIRS: usize = 4;
 const MOST_READDIRS: usize = 32;
 
-/// A listing being fetched.
-#[derive(Default)]
+/// A listing being fetched, and the cache's epoch when it was asked for:
+/// a caller who changed something since does not take it.
 struct InFlight {
+    epoch: u64,
     result: Mutex<Option<FsResult<Arc<Listing>>>>,
     done: Condvar,
 }
@@ -120,7 +121,10 @@ impl Lister {
     pub fn opened(&self, dir: &[u8], l: &Listing) {
         let Some(q) = &self.queue else { return };
         for e in &l.entries {
-            if e.attrs.perm.is_some_and(|p| p & libc::S_IFMT == libc::S_IFDIR) {
+            if e.attrs
+                .perm
+                .is_some_and(|p| p & libc::S_IFMT == libc::S_IFDIR)
+            {
                 let mut p = dir.to_vec();
                 if p != b"/" {
                     p.push(b'/');
@@ -169,12 +173,27 @@ fn list(s: &Shared, rp: &[u8], ahead: bool) -> FsResult<Arc<Listing>> {
     if let Some(l) = s.cache.listing(rp) {
         return Ok(l);
     }
+    let e = s.cache.epoch();
     let (flight, mine) = {
         let mut g = s.inflight.lock().unwrap_or_else(PoisonError::into_inner);
         match g.get(rp) {
-            Some(f) => (f.clone(), false),
+            // Asked for before a change the caller may have made: not for
+            // this caller (it fetches its own, not shared).
+            Some(f) if f.epoch == e.value() => (f.clone(), false),
+            Some(_) => (
+                Arc::new(InFlight {
+                    epoch: e.value(),
+                    result: Mutex::new(None),
+                    done: Condvar::new(),
+                }),
+                true,
+            ),
             None => {
-                let f = Arc::new(InFlight::default());
+                let f = Arc::new(InFlight {
+                    epoch: e.value(),
+                    result: Mutex::new(None),
+                    done: Condvar::new(),
+                });
                 g.insert(rp.to_vec(), f.clone());
                 (f, true)
             }
@@ -198,7 +217,6 @@ fn list(s: &Shared, rp: &[u8], ahead: bool) -> FsResult<Arc<Listing>> {
                 .0;
         }
     }
-    let e = s.cache.epoch();
     let res = fetch(&s.client, rp, s.follow_symlinks).map(Arc::new);
     if let Ok(l) = &res {
         if !ahead || l.entries.len() as u64 <= s.max_entries {
@@ -207,10 +225,10 @@ fn list(s: &Shared, rp: &[u8], ahead: bool) -> FsResult<Arc<Listing>> {
     }
     *flight.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(res.clone());
     flight.done.notify_all();
-    s.inflight
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(rp);
+    let mut g = s.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+    if g.get(rp).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
+        g.remove(rp);
+    }
     res
 }
 

@@ -172,13 +172,14 @@ pub struct SftpOptions {
     /// `prefetch_dirs=N`: threads listing directories ahead of a walk (0:
     /// none; see `listing`).
     pub prefetch_dirs: usize,
+    /// `prefetch_files=N`: most small files of a directory read ahead at
+    /// once for a program reading them one by one (0: none; see
+    /// `smallfiles`).
+    pub prefetch_files: usize,
     /// `kernel_cache`: keep the kernel's page cache across opens even if
     /// the file changed; `auto_cache` (the default here): keep it while
     /// mtime and size are unchanged.
     pub kernel_cache: bool,
-    /// `idle_timeout`-like knobs are not sshfs's; none here.
-    /// The remote user's ids, for idmap=user, when known.
-    pub debug: bool,
 }
 
 impl Default for SftpOptions {
@@ -219,8 +220,8 @@ impl Default for SftpOptions {
             dcache_max_size: 100_000,
             max_conns: 1,
             prefetch_dirs: 8,
+            prefetch_files: 128,
             kernel_cache: false,
-            debug: false,
         }
     }
 }
@@ -251,6 +252,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("to_code", "libfuse's iconv module is not available"),
     ("nonempty", "FUSE3 mounts on non-empty directories already"),
     ("large_read", "FUSE3 has no large_read"),
+    ("sshfs_debug", "run with -vv (or RUST_LOG=fusebox_sftpfs::connection=debug) for every SFTP request and reply"),
 ];
 
 fn secs(option: &str, v: &str) -> Result<Duration, OptionError> {
@@ -502,9 +504,9 @@ impl SftpOptions {
                 self.max_conns = n;
             }
             "prefetch_dirs" => self.prefetch_dirs = number(opt, need()?)?,
+            "prefetch_files" => self.prefetch_files = number(opt, need()?)?,
             "kernel_cache" => self.kernel_cache = true,
             "auto_cache" => self.kernel_cache = false,
-            "sshfs_debug" | "debug" => self.debug = true,
             _ => return Ok(false),
         }
         Ok(true)

@@ -52,7 +52,9 @@ impl PageCache {
         }
     }
 
-    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, FileState, foldhash::fast::RandomState>> {
+    fn files(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, FileState, foldhash::fast::RandomState>> {
         self.files.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -107,7 +109,11 @@ impl PageCache {
 
     pub fn get(&self, generation: u64, page: u64) -> Option<Arc<Vec<u8>>> {
         let hit = self.pages.get(&(generation, page));
-        let c = if hit.is_some() { &self.hits } else { &self.misses };
+        let c = if hit.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
         c.fetch_add(1, Ordering::Relaxed);
         hit
     }
@@ -118,7 +124,10 @@ impl PageCache {
 
     /// (hits, misses) of page lookups.
     pub fn counts(&self) -> (u64, u64) {
-        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
     }
 }
 

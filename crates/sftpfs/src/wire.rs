@@ -552,6 +552,18 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// What a trace shows of a reply: its type, and a status's code.
+    pub fn summary(&self) -> String {
+        match self {
+            Reply::Status { code, message } => format!("STATUS {code} {message:?}"),
+            Reply::Handle(_) => "HANDLE".into(),
+            Reply::Data(d) => format!("DATA {} bytes", d.len()),
+            Reply::Name(n) => format!("NAME {} entries", n.len()),
+            Reply::Attrs(_) => "ATTRS".into(),
+            Reply::Extended(b) => format!("EXTENDED_REPLY {} bytes", b.len()),
+        }
+    }
+
     /// Decode a reply packet's body (type byte first, length stripped):
     /// its id and the reply.
     pub fn decode(body: &[u8]) -> Result<(u32, Reply), WireError> {

@@ -122,8 +122,10 @@ impl WriteLog {
         self.map.u32_at(slot)
     }
 
+    /// The ring's end: the mapping's length rounded down to a record's
+    /// alignment (a held area need not be a multiple of it).
     fn capacity(&self) -> usize {
-        self.map.len()
+        self.map.len() / ALIGN * ALIGN
     }
 
     /// The largest single write the log takes.
@@ -249,11 +251,15 @@ impl WriteLog {
             if used == 0 {
                 return;
             }
-            let size = match self.state(head).load(Ordering::Acquire) {
-                DONE => self.record_size(head),
-                WRAP => cap - head,
-                _ if head + RECORD_HEADER > cap => cap - head,
-                _ => return,
+            // Too near the end for a record: the rest is skipped.
+            let size = if head + RECORD_HEADER > cap {
+                cap - head
+            } else {
+                match self.state(head).load(Ordering::Acquire) {
+                    DONE => self.record_size(head),
+                    WRAP => cap - head,
+                    _ => return,
+                }
             };
             let next = if head + size >= cap {
                 HEADER

@@ -45,6 +45,17 @@ with open('pycopy/new.txt', 'w') as f: f.write('from python\n')
 for root, dirs, files in sorted(os.walk('pycopy')):
     print(root, sorted(dirs), sorted(files))
 print(open('pycopy/notes.txt').read().count('\n'))
+# copy_file_range within the mount (sftpfs: the server copies, copy-data)
+src = os.open('pycopy/blob', os.O_RDONLY)
+dst = os.open('pycopy/blob2', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+left = os.fstat(src).st_size
+while left:
+    n = os.copy_file_range(src, dst, left)
+    if n == 0:
+        break
+    left -= n
+os.close(src); os.close(dst)
+print(open('pycopy/blob', 'rb').read() == open('pycopy/blob2', 'rb').read())
 fd = os.open('pycopy/excl', os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
 os.close(fd)
 try:

@@ -538,6 +538,14 @@ fn read_in(r: &Read) -> abi::ReadIn {
 }
 
 impl Filesystem for RemoteFs {
+    /// The run's instance's, from its server (none if it cannot say).
+    fn counters(&self) -> Vec<fusebox::stats::FsCounter> {
+        self.call(&Ctx::internal(), Opcode(opcode::COUNTERS), 0, &[])
+            .ok()
+            .and_then(|r| serde_json::from_slice(&r).ok())
+            .unwrap_or_default()
+    }
+
     fn lookup(&self, ctx: &Ctx, parent: NodeId, n: &OsStr) -> FsResult<Entry> {
         self.entry(ctx, Opcode::LOOKUP, parent, &[&name(n)])
     }

@@ -53,6 +53,9 @@ pub(crate) mod opcode {
     /// either), and later requests on the connection come after it.
     pub const RELEASE_QUIET: u32 = 0x7ffe_0004;
     pub const RELEASEDIR_QUIET: u32 = 0x7ffe_0005;
+    /// The filesystem's own figures (`Filesystem::counters`), answered as
+    /// JSON: what `--stats` prints of the run's one instance.
+    pub const COUNTERS: u32 = 0x7ffe_0006;
 }
 
 /// What a new connection's hello says (one door message, with the

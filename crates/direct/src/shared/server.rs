@@ -554,6 +554,10 @@ impl<F: Filesystem> Server<F> {
                 Opcode(opcode::APPEND) => {
                     self.append(&dispatcher, &mut worker, &capture, &mut buf, slot)
                 }
+                Opcode(opcode::COUNTERS) => {
+                    let json = serde_json::to_vec(&self.fs.counters()).unwrap_or_default();
+                    capture.set(h.unique, 0, &json);
+                }
                 _ => self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot),
             }
             if conn.write_all(&capture.0.borrow()).is_err() {

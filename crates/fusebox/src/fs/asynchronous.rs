@@ -73,6 +73,11 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
 
     fn destroy(&self) {}
 
+    /// See [`Filesystem::counters`].
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        Vec::new()
+    }
+
     fn forget(&self, node: NodeId, nlookup: u64) {}
 
     fn batch_forget(&self, nodes: &mut dyn Iterator<Item = (NodeId, u64)>) {
@@ -703,6 +708,10 @@ impl<A: AsyncFilesystem> Filesystem for AsyncAdapter<A> {
         self.fs.destroy()
     }
 
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        self.fs.counters()
+    }
+
     fn forget(&self, node: NodeId, nlookup: u64) {
         self.fs.forget(node, nlookup)
     }
@@ -1123,6 +1132,9 @@ impl<F: Filesystem> AsyncFilesystem for Ready<F> {
     }
     fn destroy(&self) {
         self.0.destroy()
+    }
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        self.0.counters()
     }
     fn forget(&self, node: NodeId, nlookup: u64) {
         self.0.forget(node, nlookup)

@@ -333,8 +333,9 @@ pub trait Filesystem: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Supervised, in every server generation before any node or handle
-    /// is restored: memory the supervisor holds for this filesystem
+    /// Supervised, in every server generation before any handle is
+    /// restored (an upgrade's successor restores nodes ahead, before it
+    /// gets the area): memory the supervisor holds for this filesystem
     /// (`SupervisorConfig::held_area` bytes, zeroed at first), the same
     /// pages in every generation. What one server wrote there is there
     /// for the next after a crash: work answered but not finished (sftpfs
@@ -354,5 +355,13 @@ pub trait Filesystem: Send + Sync + 'static {
     /// server serves on.
     fn quiesce(&self) -> std::io::Result<()> {
         Ok(())
+    }
+
+    /// What `fusebox stats` and direct mode's `--stats` show of the
+    /// filesystem itself: requests it sent on, cache hits and misses,
+    /// memory it holds. Called on the stats thread while requests are
+    /// served: read counters, hold no lock a request may hold for long.
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        Vec::new()
     }
 }

@@ -434,6 +434,13 @@ impl Supervisor {
             ));
         }
         let began = Instant::now();
+        // An answer to an earlier pause given up on (it came after the
+        // supervisor stopped waiting) must not pass for this one's.
+        while old
+            .channel
+            .recv::<ToSupervisor>(Some(Duration::from_millis(1)))
+            .is_ok()
+        {}
         if let Err(e) = old.channel.send(&ToServer::Quiesce, &[]) {
             kill_new();
             return Err(format!("the serving process does not listen: {e}"));
@@ -475,6 +482,21 @@ impl Supervisor {
                     channel,
                     recovers_from_crash,
                 })
+            }
+            Err(why) if self.held.is_some() => {
+                // The new server had the held area and may have written to
+                // it (answered writes, say): the old one, which knows
+                // nothing of that, must not serve on. It is stopped, and
+                // the next server starts from the area as after a crash.
+                kill_new();
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(old.pid as i32).expect("a child's pid"),
+                    rustix::process::Signal::KILL,
+                );
+                tracing::warn!(reason = %why, "upgrade failed after the handover began; starting a server from the held area");
+                Err(format!(
+                    "the new server failed after it took the mount ({why}); the old one was stopped and a fresh one starts"
+                ))
             }
             Err(why) => {
                 kill_new();

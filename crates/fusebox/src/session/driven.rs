@@ -55,6 +55,7 @@ impl<F: Filesystem> DrivenSession<F> {
         cfg: &SessionConfig,
     ) -> Result<DrivenSession<F>, Error> {
         let mount = Arc::new(mount);
+        let fs = Arc::new(fs);
         let channel = Arc::new(DevChannel::new(mount.device().try_clone()?));
         let notifier = Notifier::for_device(channel.clone());
         let inflight = Arc::new(InFlight::new(SLOTS, cfg.later));
@@ -73,7 +74,7 @@ impl<F: Filesystem> DrivenSession<F> {
                 inflight.clone(),
                 negotiated.clone(),
                 None,
-                Vec::new(),
+                fs.clone(),
             );
             StatsServer::start(mount.mountpoint(), snap)
                 .inspect_err(|e| {
@@ -93,7 +94,7 @@ impl<F: Filesystem> DrivenSession<F> {
             .collect();
         Ok(DrivenSession {
             mount,
-            fs: Arc::new(fs),
+            fs,
             opts: opts.clone(),
             channel,
             notifier,

@@ -142,6 +142,10 @@ pub struct Snapshot {
     /// Generations, restarts and replays of a supervised mount.
     #[serde(default)]
     pub recovery: Option<crate::recovery::RecoveryTotals>,
+    /// The filesystem's own figures, as they are now (`since` keeps them
+    /// whole: some are levels, not counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filesystem: Vec<FsCounter>,
 }
 
 impl Snapshot {
@@ -199,6 +203,47 @@ impl Snapshot {
             ..self.clone()
         }
     }
+}
+
+/// One figure a filesystem gives about itself ([`Filesystem::counters`]):
+/// requests it sent on, cache hits and misses, memory it holds.
+///
+/// [`Filesystem::counters`]: crate::fs::Filesystem::counters
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FsCounter {
+    /// Dotted, the first part a group: "sftp.READ", "pages.hits".
+    pub name: String,
+    pub value: u64,
+}
+
+impl FsCounter {
+    pub fn new(name: impl Into<String>, value: u64) -> FsCounter {
+        FsCounter {
+            name: name.into(),
+            value,
+        }
+    }
+}
+
+/// Counters as lines of text, one per group in the order first seen:
+/// `sftp: READ 12, WRITE 3`.
+pub fn counter_lines(counters: &[FsCounter]) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for c in counters {
+        let (group, name) = c.name.split_once('.').unwrap_or(("", &c.name));
+        let item = format!("{name} {}", c.value);
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((group, vec![item])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(g, items)| match g {
+            "" => items.join(", "),
+            g => format!("{g}: {}", items.join(", ")),
+        })
+        .collect()
 }
 
 /// How many requests one worker (or io_uring queue) served.
@@ -289,6 +334,20 @@ mod tests {
         assert_eq!(bin_for(7), 1);
         assert_eq!(bin_for(1000), 8); // 2^9 = 512 <= 1000 < 1024
         assert_eq!(bin_for(u64::MAX), BINS - 1);
+    }
+
+    #[test]
+    fn counters_print_by_group_in_the_order_given() {
+        let c = [
+            FsCounter::new("sftp.READ", 12),
+            FsCounter::new("pages.hits", 5),
+            FsCounter::new("sftp.WRITE", 3),
+            FsCounter::new("connections", 1),
+        ];
+        assert_eq!(
+            counter_lines(&c),
+            ["sftp: READ 12, WRITE 3", "pages: hits 5", "connections 1"]
+        );
     }
 
     #[test]

@@ -20,27 +20,54 @@ pub fn socket_path_for(mountpoint: &Path) -> PathBuf {
     runtime_dir_for(rustix::process::geteuid().as_raw()).join(socket_name(mountpoint))
 }
 
-/// Where to look for the daemon of `mountpoint`, most likely first: in
-/// the runtime directory of the mount's owner (mountinfo names it, so
-/// root finds a user's sockets too), then the caller's, then root's (a
-/// mount root made for a user, `-o user_id=`).
+/// Where to look for the daemon of `mountpoint`, most likely first: the
+/// caller's own runtime directory when it is root (a root daemon's
+/// sockets are root's wherever the mount's `user_id=` points), then the
+/// mount owner's (mountinfo names it, so root finds a user's sockets too),
+/// then the caller's. A directory is only looked in if the user it is
+/// named for owns it (anyone may make /tmp/fusebox-UID).
 pub fn socket_paths_to_try(mountpoint: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     let canonical = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let name = socket_name(&canonical);
+    let me = rustix::process::geteuid().as_raw();
     let mut uids: Vec<u32> = Vec::new();
+    if me == 0 {
+        uids.push(0);
+    }
     if let Some(owner) = crate::mount::fuse_mount_at(&canonical).and_then(|m| m.user_id) {
         uids.push(owner);
     }
-    uids.push(rustix::process::geteuid().as_raw());
-    uids.push(0);
+    uids.push(me);
     let mut paths: Vec<PathBuf> = Vec::new();
     for u in uids {
-        let p = runtime_dir_for(u).join(&name);
-        if !paths.contains(&p) {
-            paths.push(p);
+        for dir in runtime_dirs_of(u) {
+            let owned = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir() && m.uid() == u);
+            let p = dir.join(&name);
+            if owned && !paths.contains(&p) {
+                paths.push(p);
+            }
         }
     }
+    if paths.is_empty() {
+        // Nothing there yet: where this user's daemon would be (for the
+        // error message).
+        paths.push(socket_path_for(mountpoint));
+    }
     paths
+}
+
+/// Every directory `uid`'s sockets may be in: the one [`runtime_dir_for`]
+/// picks now, and the other (a daemon started before the user's session
+/// made /run/user/UID uses /tmp).
+fn runtime_dirs_of(uid: u32) -> Vec<PathBuf> {
+    if uid == 0 {
+        return vec![PathBuf::from("/run/fusebox")];
+    }
+    vec![
+        PathBuf::from(format!("/run/user/{uid}/fusebox")),
+        PathBuf::from(format!("/tmp/fusebox-{uid}")),
+    ]
 }
 
 fn socket_name(mountpoint: &Path) -> String {
@@ -57,7 +84,8 @@ fn socket_name(mountpoint: &Path) -> String {
 /// for a user, fusebox/ in the session's runtime directory
 /// (/run/user/UID, made by systemd-logind at login), else
 /// /tmp/fusebox-UID. Named by the uid, not the environment, so a daemon
-/// and a `fusebox stats` started from different shells agree.
+/// and a `fusebox stats` started from different shells agree (clients
+/// look in both: see [`socket_paths_to_try`]).
 pub fn runtime_dir_for(uid: u32) -> PathBuf {
     if uid == 0 {
         return PathBuf::from("/run/fusebox");
@@ -66,7 +94,9 @@ pub fn runtime_dir_for(uid: u32) -> PathBuf {
     if session.is_dir() {
         return session.join("fusebox");
     }
-    std::env::temp_dir().join(format!("fusebox-{uid}"))
+    // Not $TMPDIR: a daemon started from fstab or systemd and a user's
+    // shell (pam_tmpdir) would disagree.
+    PathBuf::from(format!("/tmp/fusebox-{uid}"))
 }
 
 /// Make this process's runtime directory if needed, private to its user,

@@ -30,6 +30,11 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
 
     fn destroy(&self) {}
 
+    /// See [`crate::fs::Filesystem::counters`].
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        Vec::new()
+    }
+
     fn timeouts(&self) -> Timeouts {
         Timeouts::default()
     }
@@ -363,6 +368,10 @@ impl<P: AsyncPathFilesystem> AsyncFilesystem for PathAdapter<P> {
 
     fn destroy(&self) {
         self.fs.destroy()
+    }
+
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        self.fs.counters()
     }
 
     fn forget(&self, node: NodeId, nlookup: u64) {
@@ -717,6 +726,9 @@ impl<P: PathFilesystem> AsyncPathFilesystem for ReadyPath<P> {
     }
     fn destroy(&self) {
         self.0.destroy()
+    }
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        self.0.counters()
     }
     fn timeouts(&self) -> Timeouts {
         self.0.timeouts()

@@ -326,6 +326,11 @@ pub trait PathFilesystem: Send + Sync + 'static {
     fn quiesce(&self) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// See [`Filesystem::counters`].
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        Vec::new()
+    }
 }
 
 /// What readdir reports for an `ino` of 0, the value libfuse uses too.
@@ -1004,6 +1009,10 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn quiesce(&self) -> std::io::Result<()> {
         self.fs.quiesce()
+    }
+
+    fn counters(&self) -> Vec<crate::stats::FsCounter> {
+        self.fs.counters()
     }
 
     /// By path, without registering the name (or detaching it when it is
