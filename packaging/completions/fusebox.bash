@@ -1005,12 +1005,16 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__test__subcmd__sshd)
-            opts="-v -h --verbose --help"
+            opts="-v -h --added-rtt-ms --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --added-rtt-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -168,6 +168,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l door -
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -l detach -d 'Start the server in a process group of its own and return'
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
 complete -c fusebox -n "__fish_fusebox_using_subcommand direct-server" -s h -l help -d 'Print help'
+complete -c fusebox -n "__fish_fusebox_using_subcommand test-sshd" -l added-rtt-ms -d 'Reach it through the bench\'s delay proxy adding this many milliseconds of round trip' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand test-sshd" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'
 complete -c fusebox -n "__fish_fusebox_using_subcommand test-sshd" -s h -l help -d 'Print help'
 complete -c fusebox -n "__fish_fusebox_using_subcommand sftp-relay" -s v -l verbose -d 'More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides'

@@ -101,7 +101,13 @@ enum Command {
     /// (the -o options that reach it) once it listens, and runs until
     /// stopped (SIGTERM, SIGINT), taking sshd with it.
     #[command(hide = true)]
-    TestSshd { dir: PathBuf },
+    TestSshd {
+        dir: PathBuf,
+        /// Reach it through the bench's delay proxy adding this many
+        /// milliseconds of round trip.
+        #[arg(long, value_name = "MS")]
+        added_rtt_ms: Option<u64>,
+    },
     /// An sshd's `Subsystem sftp` for the sftp bench: runs SERVER, passing
     /// its stream through and counting the requests by type into
     /// DIR/PID.counts.
@@ -264,7 +270,7 @@ fn run() -> Result<()> {
             detach,
         } => run::direct_server(&fs, &options, door, detach),
         Command::SftpRelay { dir, server } => fusebox_bench::remote::sftp_relay(&dir, &server),
-        Command::TestSshd { dir } => {
+        Command::TestSshd { dir, added_rtt_ms } => {
             // Caught before the options say it is up: a script that stops
             // it at once still takes sshd down with it.
             let mut signals = signal_hook::iterator::Signals::new([
@@ -275,10 +281,20 @@ fn run() -> Result<()> {
                 &dir,
                 &fusebox_bench::remote::SshdConfig::default(),
             )?;
+            let proxy = added_rtt_ms
+                .map(|ms| {
+                    fusebox_bench::remote::DelayProxy::start(
+                        sshd.port(),
+                        std::time::Duration::from_millis(ms),
+                    )
+                })
+                .transpose()?;
+            let port = proxy.as_ref().map_or(sshd.port(), |p| p.port());
             let opts = dir.join("ssh-options");
-            std::fs::write(dir.join(".ssh-options"), sshd.ssh_options(sshd.port()))?;
+            std::fs::write(dir.join(".ssh-options"), sshd.ssh_options(port))?;
             std::fs::rename(dir.join(".ssh-options"), &opts)?;
             signals.forever().next();
+            drop(proxy);
             drop(sshd);
             Ok(())
         }

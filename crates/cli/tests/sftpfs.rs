@@ -865,6 +865,58 @@ ls made"#,
     assert!(page_hits > 0, "{err}");
 }
 
+#[test]
+fn a_file_read_in_sequence_spreads_over_stream_connections_with_the_right_bytes() {
+    let r = Remote::start("streams");
+    let proxy = DelayProxy::start(r.sshd.port(), Duration::from_millis(4)).unwrap();
+    let _g = r.mount(
+        proxy.port(),
+        "stream_conns=3,timeout=20",
+        &["--no-recovery"],
+    );
+    let sum = random_file_of(&r.root(), "big", 96);
+    let mnt = r.mnt();
+    let fs = || snapshot(&mnt).filesystem;
+    let figure = |fs: &[fusebox::stats::FsCounter], name: &str| {
+        fs.iter().find(|c| c.name == name).map_or(0, |c| c.value)
+    };
+    assert_eq!(sha256_of(&mnt.join("big")), sum);
+    let after = fs();
+    // Its own connection and two stream connections, the file opened on
+    // each; nothing read twice over.
+    assert_eq!(figure(&after, "connections.made"), 3, "{after:?}");
+    assert!(figure(&after, "sftp.OPEN") >= 3, "{after:?}");
+    assert!(figure(&after, "sftp.READ") <= 96 * 5, "{after:?}");
+    // Changed through the mount, then read again whole: the change, from
+    // whichever connection.
+    sh_ok(
+        &format!(
+            "head -c 3000000 /dev/zero | dd of='{}' bs=1M seek=7 conv=notrunc iflag=fullblock status=none; sync; echo 3 > /proc/sys/vm/drop_caches",
+            mnt.join("big").display()
+        ),
+        60,
+    );
+    assert_eq!(
+        sha256_of(&mnt.join("big")),
+        sha256_of(&r.root().join("big"))
+    );
+    // Every connection cut while the file is read in sequence: the
+    // reads go on, on the connections made again, with the right bytes.
+    sh_ok("echo 3 > /proc/sys/vm/drop_caches", 30);
+    let want = sha256_of(&r.root().join("big"));
+    let read = {
+        let f = mnt.join("big");
+        std::thread::spawn(move || sha256_of(&f))
+    };
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(150));
+        proxy.cut();
+    }
+    assert_eq!(read.join().unwrap(), want);
+    let end = fs();
+    assert!(figure(&end, "connections.reconnects") >= 1, "{end:?}");
+}
+
 /// `mib` MiB of random data in `dir/name`; its sha256.
 fn random_file_of(dir: &Path, name: &str, mib: u64) -> String {
     let path = dir.join(name);

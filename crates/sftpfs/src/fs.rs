@@ -155,6 +155,9 @@ impl SftpFs {
         let clients: Vec<Arc<Client>> = (0..opts.max_conns.max(1))
             .map(|_| Client::new(opts.route(&remote), opts.timeout, opts.reconnect))
             .collect();
+        let streams: Vec<Arc<Client>> = (1..opts.stream_conns.max(1))
+            .map(|_| Client::new(opts.route(&remote), opts.timeout, opts.reconnect))
+            .collect();
         let client = clients[0].clone();
         let log = WriteLog::anonymous(opts.write_behind).map_err(StartError::Log)?;
         let dcache = opts.dir_cache;
@@ -190,7 +193,7 @@ impl SftpFs {
                 .filter(|&b| b > 0)
                 .map(|b| PageCache::new(b, opts.stat_timeout())),
             ids: RwLock::new(IdMapper::new(&opts, None, (0, 0))?),
-            io: Io::new(clients, log, &opts),
+            io: Io::new(clients, streams, log, &opts),
             base: RwLock::new(None),
             files: RwLock::default(),
             dirs: Mutex::default(),
@@ -982,7 +985,7 @@ impl PathFilesystem for SftpFs {
             }
             f.close();
         }
-        for c in &self.io.clients {
+        for c in self.io.all_clients() {
             c.close();
         }
     }
@@ -1752,7 +1755,7 @@ impl PathFilesystem for SftpFs {
 
     fn counters(&self) -> Vec<FsCounter> {
         let mut sent: Vec<(&'static str, u64)> = Vec::new();
-        for c in &self.io.clients {
+        for c in self.io.all_clients() {
             for (name, n) in c.counts().snapshot() {
                 match sent.iter_mut().find(|(s, _)| *s == name) {
                     Some((_, total)) => *total += n,
@@ -1764,12 +1767,16 @@ impl PathFilesystem for SftpFs {
             .into_iter()
             .map(|(name, n)| FsCounter::new(format!("sftp.{name}"), n))
             .collect();
-        let made: u64 = self.io.clients.iter().map(|c| c.connections_made()).sum();
+        let made: u64 = self.io.all_clients().map(|c| c.connections_made()).sum();
+        // A connection's first is not a reconnect (one never needed made
+        // none).
+        let reconnects: u64 = self
+            .io
+            .all_clients()
+            .map(|c| c.connections_made().saturating_sub(1))
+            .sum();
         out.push(FsCounter::new("connections.made", made));
-        out.push(FsCounter::new(
-            "connections.reconnects",
-            made.saturating_sub(self.io.clients.len() as u64),
-        ));
+        out.push(FsCounter::new("connections.reconnects", reconnects));
         let (hits, misses) = self.cache.counts();
         out.push(FsCounter::new("metadata_cache.hits", hits));
         out.push(FsCounter::new("metadata_cache.misses", misses));

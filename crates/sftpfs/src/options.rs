@@ -169,6 +169,10 @@ pub struct SftpOptions {
     pub dcache_max_size: u64,
     /// `max_conns=N`: SSH connections; open files are spread over them.
     pub max_conns: usize,
+    /// `stream_conns=N`: connections one file read in sequence spreads its
+    /// READs over once its readahead outgrows one connection's window
+    /// (its own and N-1 more, made when first needed; 1: never).
+    pub stream_conns: usize,
     /// `prefetch_dirs=N`: threads listing directories ahead of a walk (0:
     /// none; see `listing`).
     pub prefetch_dirs: usize,
@@ -219,6 +223,7 @@ impl Default for SftpOptions {
             dcache_link_timeout: None,
             dcache_max_size: 100_000,
             max_conns: 1,
+            stream_conns: 4,
             prefetch_dirs: 8,
             prefetch_files: 128,
             kernel_cache: false,
@@ -502,6 +507,16 @@ impl SftpOptions {
                     });
                 }
                 self.max_conns = n;
+            }
+            "stream_conns" => {
+                let n: usize = number(opt, need()?)?;
+                if !(1..=16).contains(&n) {
+                    return Err(OptionError::Bad {
+                        option: opt.into(),
+                        why: "use 1 to 16 connections".into(),
+                    });
+                }
+                self.stream_conns = n;
             }
             "prefetch_dirs" => self.prefetch_dirs = number(opt, need()?)?,
             "prefetch_files" => self.prefetch_files = number(opt, need()?)?,
