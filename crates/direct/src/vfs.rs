@@ -1725,7 +1725,10 @@ impl VirtualMount {
     /// in one read of whole pages, which then serves the request as far
     /// as it goes (a full cache may not keep what it was given: served
     /// from the cache again, each page would be read again). A page
-    /// shorter than PAGE_BYTES is the file's end.
+    /// shorter than PAGE_BYTES is the file's end. Pages found are gathered
+    /// and handed to `put` together: a `put` can be a system call into the
+    /// application's memory (process_vm_writev), and one per page made a
+    /// 1 MiB read from the cache cost 256 of them (2.5 ms).
     fn read_paged(
         &self,
         pages: &PageCache,
@@ -1736,26 +1739,52 @@ impl VirtualMount {
         mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> Result<usize, i32> {
         let page_bytes = PAGE_BYTES as u64;
+        // Bytes handed to `put`; after them, those gathered from the cache.
         let mut done = 0usize;
-        while done < len {
-            let offset = start + done as u64;
+        let mut gathered: Vec<u8> = Vec::new();
+        // Hand what was gathered to `put`: false if it failed after
+        // something was handed over (the read ends there).
+        let mut hand_over = |done: &mut usize, gathered: &mut Vec<u8>| -> Result<bool, i32> {
+            if gathered.is_empty() {
+                return Ok(true);
+            }
+            let r = put(*done, gathered);
+            match r {
+                Ok(()) => {
+                    *done += gathered.len();
+                    gathered.clear();
+                    Ok(true)
+                }
+                Err(e) if *done == 0 => Err(e),
+                Err(_) => Ok(false),
+            }
+        };
+        loop {
+            let reached = done + gathered.len();
+            if reached >= len {
+                break;
+            }
+            let offset = start + reached as u64;
             let (index, within) = (offset / page_bytes, (offset % page_bytes) as usize);
             if let Some(page) = pages.get(file.ino, index) {
                 if within >= page.len() {
                     break;
                 }
-                let n = (page.len() - within).min(len - done);
-                if let Err(e) = put(done, &page[within..within + n]) {
-                    if done == 0 {
-                        return Err(e);
-                    }
-                    break;
+                let n = (page.len() - within).min(len - reached);
+                if gathered.capacity() == 0 {
+                    gathered.reserve(len.min(IO_CHUNK));
                 }
-                done += n;
+                gathered.extend_from_slice(&page[within..within + n]);
+                if gathered.len() >= IO_CHUNK && !hand_over(&mut done, &mut gathered)? {
+                    return Ok(done);
+                }
                 if page.len() < PAGE_BYTES && within + n == page.len() {
                     break;
                 }
                 continue;
+            }
+            if !hand_over(&mut done, &mut gathered)? {
+                return Ok(done);
             }
             let count = (within + len - done)
                 .div_ceil(PAGE_BYTES)
@@ -1791,17 +1820,15 @@ impl VirtualMount {
                 break;
             }
             let n = (data.len() - within).min(len - done);
-            if let Err(e) = put(done, &data[within..within + n]) {
-                if done == 0 {
-                    return Err(e);
-                }
-                break;
+            gathered.extend_from_slice(&data[within..within + n]);
+            if !hand_over(&mut done, &mut gathered)? {
+                return Ok(done);
             }
-            done += n;
             if data.len() < count * PAGE_BYTES {
                 break;
             }
         }
+        hand_over(&mut done, &mut gathered)?;
         Ok(done)
     }
 
