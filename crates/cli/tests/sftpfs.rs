@@ -438,6 +438,27 @@ fn a_connection_cut_mid_copy_and_mid_listing_reconnects_with_the_right_bytes() {
 }
 
 #[test]
+fn the_directory_above_the_remote_root_is_never_listed() {
+    // Listing it would stat this very mountpoint when the server is this
+    // machine: the server's stat then waits on the mount, the mount on the
+    // server (an upgrade's pause and `ls` hung on that).
+    let r = Remote::start("above");
+    let g = r.mount(r.sshd.port(), "attr_timeout=0,dcache_timeout=0", &[]);
+    let mnt = r.mnt();
+    for _ in 0..10 {
+        std::fs::metadata(&mnt).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Listings ahead run in the background: give one time to start.
+    std::thread::sleep(Duration::from_millis(500));
+    let fs = snapshot(&mnt).filesystem;
+    let figure = |name: &str| fs.iter().find(|c| c.name == name).map_or(0, |c| c.value);
+    assert!(figure("sftp.LSTAT") >= 10, "the root was not asked for: {fs:?}");
+    assert_eq!(figure("sftp.OPENDIR"), 0, "{fs:?}");
+    drop(g);
+}
+
+#[test]
 fn a_server_gone_longer_than_the_timeout_fails_reads_in_time_and_unmounts() {
     let r = Remote::start("gone");
     let proxy = DelayProxy::start(r.sshd.port(), Duration::ZERO).unwrap();

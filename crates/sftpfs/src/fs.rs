@@ -302,6 +302,14 @@ impl SftpFs {
     }
 
     /// The remote path of a mount path.
+    fn is_base(&self, rp: &[u8]) -> bool {
+        self.base
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_deref()
+            .is_none_or(|b| b == rp)
+    }
+
     fn rpath(&self, path: &Path) -> FsResult<Vec<u8>> {
         let base = match self
             .base
@@ -425,7 +433,12 @@ impl SftpFs {
         if let Some(known) = self.cache.lookup(rp) {
             return known.ok_or(Errno::ENOENT);
         }
-        self.lister.missed(parent_of(rp));
+        // The remote root's parent is outside the mount: never listed
+        // ahead (its entries could include this very mountpoint, when the
+        // server is this machine, whose stat would wait on this server).
+        if !self.is_base(rp) {
+            self.lister.missed(parent_of(rp));
+        }
         let e = self.cache.epoch();
         let req = if self.opts.follow_symlinks {
             Request::Stat { path: rp }
