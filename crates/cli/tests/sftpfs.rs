@@ -453,7 +453,10 @@ fn the_directory_above_the_remote_root_is_never_listed() {
     std::thread::sleep(Duration::from_millis(500));
     let fs = snapshot(&mnt).filesystem;
     let figure = |name: &str| fs.iter().find(|c| c.name == name).map_or(0, |c| c.value);
-    assert!(figure("sftp.LSTAT") >= 10, "the root was not asked for: {fs:?}");
+    assert!(
+        figure("sftp.LSTAT") >= 10,
+        "the root was not asked for: {fs:?}"
+    );
     assert_eq!(figure("sftp.OPENDIR"), 0, "{fs:?}");
     drop(g);
 }
