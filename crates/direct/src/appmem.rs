@@ -5,8 +5,8 @@
 //! one that is not mapped (pjdfstest checks). So the first access to a
 //! page is a copy by process_vm_readv/process_vm_writev on this process,
 //! which fails with EFAULT where the kernel's copy would. A page that
-//! copied fine is remembered (per thread, a few pages, read and write
-//! apart) and copied directly after, until the application changes its
+//! copied fine is remembered (per thread, a few ranges of pages, read and
+//! write apart) and copied directly after, until the application changes its
 //! mappings (munmap, mremap, mprotect, brk, a MAP_FIXED mmap: `mappings_
 //! may_change`, called before such a call runs). What that leaves: a
 //! buffer another thread unmaps while the call is being served faults
@@ -53,10 +53,14 @@ static MAPPINGS: AtomicU64 = AtomicU64::new(1);
 const KNOWN: usize = 8;
 
 thread_local! {
-    // (page, MAPPINGS when it copied fine); const-initialised, no
-    // destructor: usable in a signal handler and a fresh thread.
-    static READABLE: Cell<[(u64, u64); KNOWN]> = const { Cell::new([(0, 0); KNOWN]) };
-    static WRITABLE: Cell<[(u64, u64); KNOWN]> = const { Cell::new([(0, 0); KNOWN]) };
+    // (first page, page after the last, MAPPINGS when the range copied
+    // fine); const-initialised, no destructor: usable in a signal handler
+    // and a fresh thread. Ranges, not pages: a program reading 1 MiB at a
+    // time into one buffer copies straight into it from its second read
+    // on (per page, a buffer of 256 pages never stayed known: every read
+    // went through process_vm_writev, pinning each page).
+    static READABLE: Cell<[(u64, u64, u64); KNOWN]> = const { Cell::new([(0, 0, 0); KNOWN]) };
+    static WRITABLE: Cell<[(u64, u64, u64); KNOWN]> = const { Cell::new([(0, 0, 0); KNOWN]) };
     static NEXT_SLOT: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -77,48 +81,64 @@ pub(crate) fn changes_mappings(nr: i64, a: &[u64; 6]) -> bool {
         | libc::SYS_shmdt
         | libc::SYS_remap_file_pages => true,
         libc::SYS_mmap => a[3] & libc::MAP_FIXED as u64 != 0,
-        libc::SYS_madvise => a[2] == libc::MADV_DONTNEED as u64 || a[2] == libc::MADV_FREE as u64,
+        // Any advice but those known to leave pages mapped as they were
+        // (newer ones, such as guard pages, may not).
+        libc::SYS_madvise => !matches!(
+            a[2] as i32,
+            libc::MADV_NORMAL
+                | libc::MADV_RANDOM
+                | libc::MADV_SEQUENTIAL
+                | libc::MADV_WILLNEED
+                | libc::MADV_DONTDUMP
+                | libc::MADV_DODUMP
+                | libc::MADV_HUGEPAGE
+                | libc::MADV_NOHUGEPAGE
+                | libc::MADV_MERGEABLE
+                | libc::MADV_UNMERGEABLE
+                | libc::MADV_COLD
+                | libc::MADV_PAGEOUT
+        ),
         _ => false,
     }
 }
 
-type Known = std::thread::LocalKey<Cell<[(u64, u64); KNOWN]>>;
+type Known = std::thread::LocalKey<Cell<[(u64, u64, u64); KNOWN]>>;
 
-/// The pages `addr..addr+len` (len > 0) covers, if few enough to keep.
-fn pages(addr: u64, len: usize) -> Option<std::ops::RangeInclusive<u64>> {
+/// The pages `addr..addr+len` (len > 0) covers: first, and one past the
+/// last.
+fn pages(addr: u64, len: usize) -> Option<(u64, u64)> {
     let last = addr.checked_add(len as u64 - 1)?;
-    let range = addr / PAGE..=last / PAGE;
-    (last / PAGE - addr / PAGE < KNOWN as u64 / 2).then_some(range)
+    Some((addr / PAGE, last / PAGE + 1))
 }
 
 fn all_known(set: &'static Known, addr: u64, len: usize) -> bool {
-    let Some(pages) = pages(addr, len) else {
+    let Some((first, end)) = pages(addr, len) else {
         return false;
     };
     let now = MAPPINGS.load(Ordering::Acquire);
-    let known = set.with(Cell::get);
-    pages
-        .into_iter()
-        .all(|p| known.iter().any(|&(k, e)| k == p && e == now))
+    set.with(Cell::get)
+        .iter()
+        .any(|&(f, e, epoch)| epoch == now && f <= first && end <= e)
 }
 
 fn remember(set: &'static Known, addr: u64, len: usize, epoch: u64) {
-    let Some(pages) = pages(addr, len) else {
+    let Some((first, end)) = pages(addr, len) else {
         return;
     };
     set.with(|c| {
         let mut known = c.get();
-        for p in pages {
-            if known.iter().any(|&(k, e)| k == p && e == epoch) {
-                continue;
-            }
-            let slot = NEXT_SLOT.with(|n| {
-                let i = n.get();
-                n.set((i + 1) % KNOWN);
-                i
-            });
-            known[slot] = (p, epoch);
+        if known
+            .iter()
+            .any(|&(f, e, k)| k == epoch && f <= first && end <= e)
+        {
+            return;
         }
+        let slot = NEXT_SLOT.with(|n| {
+            let i = n.get();
+            n.set((i + 1) % KNOWN);
+            i
+        });
+        known[slot] = (first, end, epoch);
         c.set(known);
     });
 }
@@ -321,6 +341,12 @@ impl UserBuf {
             addr,
             len: len as usize,
         }
+    }
+
+    /// Whether the whole buffer took a copy through the kernel since the
+    /// mappings last may have changed: `fill` is then a plain copy.
+    pub(crate) fn known_writable(&self) -> bool {
+        self.addr >= PAGE && self.len > 0 && all_known(&WRITABLE, self.addr, self.len)
     }
 
     /// Write `data` at `offset` into the buffer (within its length).

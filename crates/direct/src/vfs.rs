@@ -73,6 +73,18 @@ pub(crate) fn take_escaped() -> Option<Vec<u8>> {
 
 const MAX_SYMLINKS: usize = 40;
 const IO_CHUNK: usize = 1 << 20;
+
+/// `put`'s signature, for a closure handed it.
+trait PutPiece: FnMut(usize, &[u8]) -> Result<(), i32> {}
+impl<F: FnMut(usize, &[u8]) -> Result<(), i32>> PutPiece for F {}
+
+/// Where a read's bytes go: `each` takes a piece at its offset in the
+/// destination; `cheap` when that is a plain copy (memory known to take
+/// writes), not a system call.
+struct Put<F> {
+    cheap: bool,
+    each: F,
+}
 // An O_APPEND piece is one request to the run's server, headers included.
 const _: () = assert!(IO_CHUNK + 80 <= crate::shared::server::MAX_REQUEST);
 
@@ -1239,10 +1251,14 @@ impl VirtualMount {
         let wanted = size.saturating_sub(offset).min(len) as usize;
         if wanted > 0 {
             let fresh = crate::appmem::fresh_mut(map, wanted);
-            let copied = self.read_with(fd, file, wanted, Some(offset), |at, data| {
-                fresh[at..at + data.len()].copy_from_slice(data);
-                Ok(())
-            });
+            let put = Put {
+                cheap: true,
+                each: |at, data: &[u8]| {
+                    fresh[at..at + data.len()].copy_from_slice(data);
+                    Ok(())
+                },
+            };
+            let copied = self.read_with(fd, file, wanted, Some(offset), put);
             if let Err(e) = copied {
                 raw_syscall(libc::SYS_munmap, [map, len, 0, 0, 0, 0]);
                 return Err(e);
@@ -1635,7 +1651,11 @@ impl VirtualMount {
         buf: UserBuf,
         at: Option<u64>,
     ) -> SysResult {
-        self.read_with(fd, file, buf.len, at, |offset, data| buf.fill(offset, data))
+        let put = Put {
+            cheap: buf.known_writable(),
+            each: |offset, data: &[u8]| buf.fill(offset, data),
+        };
+        self.read_with(fd, file, buf.len, at, put)
     }
 
     /// read(2) of `len` bytes, each piece handed to `put` at its offset in
@@ -1646,7 +1666,7 @@ impl VirtualMount {
         file: &OpenFile,
         len: usize,
         at: Option<u64>,
-        put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
+        put: Put<impl FnMut(usize, &[u8]) -> Result<(), i32>>,
     ) -> SysResult {
         let read = self.read_uncounted(fd, file, len, at, put);
         // Counted once done: the access time it may move has moved.
@@ -1663,8 +1683,12 @@ impl VirtualMount {
         file: &OpenFile,
         len: usize,
         at: Option<u64>,
-        mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
+        put: Put<impl FnMut(usize, &[u8]) -> Result<(), i32>>,
     ) -> SysResult {
+        let Put {
+            cheap,
+            each: mut put,
+        } = put;
         if file.dir {
             return Err(libc::EISDIR);
         }
@@ -1679,7 +1703,7 @@ impl VirtualMount {
             .get()
             .filter(|_| file.flags() & libc::O_DIRECT == 0)
         {
-            let done = self.read_paged(pages, &ctx, file, start, len, put)?;
+            let done = self.read_paged(pages, &ctx, file, start, len, cheap, put)?;
             if at.is_none() {
                 pos.set(fd, start + done as u64);
             }
@@ -1725,10 +1749,12 @@ impl VirtualMount {
     /// in one read of whole pages, which then serves the request as far
     /// as it goes (a full cache may not keep what it was given: served
     /// from the cache again, each page would be read again). A page
-    /// shorter than PAGE_BYTES is the file's end. Pages found are gathered
-    /// and handed to `put` together: a `put` can be a system call into the
-    /// application's memory (process_vm_writev), and one per page made a
-    /// 1 MiB read from the cache cost 256 of them (2.5 ms).
+    /// shorter than PAGE_BYTES is the file's end. Unless `put` is `cheap`,
+    /// pages found are gathered and handed to it together: a `put` can be a
+    /// system call into the application's memory (process_vm_writev), and
+    /// one per page made a 1 MiB read from the cache cost 256 of them
+    /// (2.5 ms); a cheap one is a copy, and gathering would copy twice.
+    #[allow(clippy::too_many_arguments)]
     fn read_paged(
         &self,
         pages: &PageCache,
@@ -1736,6 +1762,7 @@ impl VirtualMount {
         file: &OpenFile,
         start: u64,
         len: usize,
+        cheap: bool,
         mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> Result<usize, i32> {
         let page_bytes = PAGE_BYTES as u64;
@@ -1744,15 +1771,19 @@ impl VirtualMount {
         let mut gathered: Vec<u8> = Vec::new();
         // Hand what was gathered to `put`: false if it failed after
         // something was handed over (the read ends there).
-        let mut hand_over = |done: &mut usize, gathered: &mut Vec<u8>| -> Result<bool, i32> {
+        let hand_over = |put: &mut dyn PutPiece,
+                         done: &mut usize,
+                         gathered: &mut Vec<u8>|
+         -> Result<bool, i32> {
             if gathered.is_empty() {
                 return Ok(true);
             }
             let r = put(*done, gathered);
+            let handed = gathered.len();
+            gathered.clear();
             match r {
                 Ok(()) => {
-                    *done += gathered.len();
-                    gathered.clear();
+                    *done += handed;
                     Ok(true)
                 }
                 Err(e) if *done == 0 => Err(e),
@@ -1771,19 +1802,28 @@ impl VirtualMount {
                     break;
                 }
                 let n = (page.len() - within).min(len - reached);
-                if gathered.capacity() == 0 {
-                    gathered.reserve(len.min(IO_CHUNK));
-                }
-                gathered.extend_from_slice(&page[within..within + n]);
-                if gathered.len() >= IO_CHUNK && !hand_over(&mut done, &mut gathered)? {
-                    return Ok(done);
+                if cheap {
+                    match put(done, &page[within..within + n]) {
+                        Ok(()) => done += n,
+                        Err(e) if done == 0 => return Err(e),
+                        Err(_) => return Ok(done),
+                    }
+                } else {
+                    if gathered.capacity() == 0 {
+                        gathered.reserve(len.min(IO_CHUNK));
+                    }
+                    gathered.extend_from_slice(&page[within..within + n]);
+                    if gathered.len() >= IO_CHUNK && !hand_over(&mut put, &mut done, &mut gathered)?
+                    {
+                        return Ok(done);
+                    }
                 }
                 if page.len() < PAGE_BYTES && within + n == page.len() {
                     break;
                 }
                 continue;
             }
-            if !hand_over(&mut done, &mut gathered)? {
+            if !hand_over(&mut put, &mut done, &mut gathered)? {
                 return Ok(done);
             }
             let count = (within + len - done)
@@ -1821,14 +1861,14 @@ impl VirtualMount {
             }
             let n = (data.len() - within).min(len - done);
             gathered.extend_from_slice(&data[within..within + n]);
-            if !hand_over(&mut done, &mut gathered)? {
+            if !hand_over(&mut put, &mut done, &mut gathered)? {
                 return Ok(done);
             }
             if data.len() < count * PAGE_BYTES {
                 break;
             }
         }
-        hand_over(&mut done, &mut gathered)?;
+        hand_over(&mut put, &mut done, &mut gathered)?;
         Ok(done)
     }
 

@@ -297,6 +297,33 @@ fn bad_pointers_get_efault(at: &Path) -> Result<(), String> {
         if libc::write(fd, 8 as *const libc::c_void, 4) != -1 || errno() != Some(libc::EFAULT) {
             return Err("write from a bad buffer".into());
         }
+        // A buffer that took reads, then was made read-only or unmapped:
+        // what the layer knew took a copy is forgotten.
+        let len = 2 * 4096;
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if map == libc::MAP_FAILED {
+            return Err("mmap".into());
+        }
+        for _ in 0..2 {
+            if libc::pread(fd, map, 4, 0) != 4 {
+                return Err("read into a fresh mapping".into());
+            }
+        }
+        libc::mprotect(map, len, libc::PROT_READ);
+        if libc::pread(fd, map, 4, 0) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("read into a buffer made read-only".into());
+        }
+        libc::munmap(map, len);
+        if libc::pread(fd, map, 4, 0) != -1 || errno() != Some(libc::EFAULT) {
+            return Err("read into an unmapped buffer".into());
+        }
         libc::close(fd);
     }
     Ok(())

@@ -117,6 +117,8 @@ fn spawn_ssh(argv: &[OsString]) -> io::Result<Stream> {
     })?;
     let stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
+    widen_pipe(&stdin);
+    widen_pipe(&stdout);
     let stderr = child.stderr.take().expect("piped");
     let tail = Arc::new(StderrTail::default());
     let t = tail.clone();
@@ -141,6 +143,23 @@ fn spawn_ssh(argv: &[OsString]) -> io::Result<Stream> {
         }),
         stderr: tail,
     })
+}
+
+/// Pipes to and from ssh as large as the system lets a user make them
+/// (1 MiB by default). A 64 KiB pipe costs a wakeup of each side per
+/// 64 KiB carried, and ssh, unable to write what it decrypted, grows its
+/// output buffer 32 KiB at a time, copying it whole each time: a cold
+/// 1 MiB read took 140 ms on loopback. Best effort: a user over their
+/// pipe allowance keeps the default size.
+fn widen_pipe(fd: &impl std::os::fd::AsFd) {
+    const WANT: usize = 1 << 20;
+    let most = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(WANT);
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, WANT.min(most)) {
+        tracing::debug!(error = %e, "the pipe to ssh keeps its default size");
+    }
 }
 
 /// Kill and reap: ssh may hold a dead connection open for a long time.
