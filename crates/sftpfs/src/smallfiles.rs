@@ -18,7 +18,9 @@
 //! from 8 to `prefetch_files` (128); a program that stops taking them
 //! stops the fetching. What was fetched is used for `dcache_timeout` at
 //! most, as the listing that gave its mtime and size, and never once this
-//! mount changed the file (`changed`). Memory: at most `MOST_BYTES`.
+//! mount changed the file (`changed`). A program going through the
+//! directory again (a file it read is opened again) starts a new pass,
+//! fetched again. Memory: at most `MOST_BYTES`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,8 +65,11 @@ struct DirReads {
     window: usize,
     /// Fetched or on their way, not taken yet.
     outstanding: usize,
-    /// Names opened or asked for: never fetched (again).
+    /// Names opened or asked for: not fetched (again) in this pass.
     seen: HashSet<Vec<u8>>,
+    /// Names the program opened or took: one opened again starts a new
+    /// pass over the directory.
+    read: HashSet<Vec<u8>>,
     /// The last two names the program opened, the latest last.
     recent: [Vec<u8>; 2],
     /// The listing's entries by name, for the listing they were made of.
@@ -299,6 +304,7 @@ impl SmallFiles {
                 let more = {
                     let mut r = lock(&d);
                     r.record(name);
+                    r.read.insert(name.to_vec());
                     r.outstanding = r.outstanding.saturating_sub(1);
                     r.window = (r.window * 2).min(self.most_window);
                     // Keep half a window ahead of the program.
@@ -329,8 +335,19 @@ impl SmallFiles {
         });
         let more = {
             let mut r = lock(&d);
+            if r.read.contains(name) {
+                // Read again (its page cache dropped, or another program
+                // going through the same files): a new pass, whose files
+                // are fetched again; otherwise every one of them would
+                // cost its round trips until this record expires.
+                *r = DirReads {
+                    window: FIRST_WINDOW.min(self.most_window),
+                    ..DirReads::default()
+                };
+            }
             r.opens += 1;
             r.record(name);
+            r.read.insert(name.to_vec());
             // Not asked for: the first files, or the program left the
             // order guessed (what was asked for is not waited for).
             let asked = !r.seen.insert(name.to_vec());
