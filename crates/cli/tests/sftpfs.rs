@@ -762,6 +762,8 @@ fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
     std::fs::set_permissions(r.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(r.mnt(), Some(65534), Some(65534)).unwrap();
     let key = r.sshd.key_for(65534, 65534).unwrap();
+    // Made before the mount lists the directory: read in sequence below.
+    let sum = random_file_of(&r.root(), "big", 64);
     // The server's login user (root) shows as the mounting user, as
     // sshfs users ask with idmap=user.
     let opts = format!(
@@ -801,6 +803,24 @@ fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
         tree_sums(&r.root().join("doc")),
         tree_sums(Path::new("/usr/share/doc/fuse3"))
     );
+    // A large file read in sequence: stream connections, made as the
+    // user, with the user's key, give the right bytes.
+    let read = nobody_ok(&["sh", "-c", &format!("sha256sum < {mnt_s}/big")]);
+    assert_eq!(read.split_whitespace().next(), Some(sum.as_str()));
+    let made = |fs: &[fusebox::stats::FsCounter]| {
+        fs.iter()
+            .find(|c| c.name == "connections.made")
+            .map_or(0, |c| c.value)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while made(&snapshot(&mnt).filesystem) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no stream connection: {:?}",
+            snapshot(&mnt).filesystem
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Statistics and the supervisor's control socket, in the user's own
     // runtime directory; root finds them too.
     let stats = nobody_ok(&[BIN, "stats", mnt_s]);
