@@ -117,8 +117,7 @@ fn spawn_ssh(argv: &[OsString]) -> io::Result<Stream> {
     })?;
     let stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
-    widen_pipe(&stdin);
-    widen_pipe(&stdout);
+    widen_pipe_from_ssh(&stdout);
     let stderr = child.stderr.take().expect("piped");
     let tail = Arc::new(StderrTail::default());
     let t = tail.clone();
@@ -145,13 +144,16 @@ fn spawn_ssh(argv: &[OsString]) -> io::Result<Stream> {
     })
 }
 
-/// Pipes to and from ssh as large as the system lets a user make them
-/// (1 MiB by default). A 64 KiB pipe costs a wakeup of each side per
-/// 64 KiB carried, and ssh, unable to write what it decrypted, grows its
-/// output buffer 32 KiB at a time, copying it whole each time: a cold
-/// 1 MiB read took 140 ms on loopback. Best effort: a user over their
-/// pipe allowance keeps the default size.
-fn widen_pipe(fd: &impl std::os::fd::AsFd) {
+/// The pipe from ssh as large as the system lets a user make it (1 MiB
+/// by default). A 64 KiB pipe costs a wakeup of each side per 64 KiB
+/// carried, and ssh, unable to write what it decrypted, grows its output
+/// buffer 32 KiB at a time, copying it whole each time: a cold 1 MiB read
+/// took 140 ms on loopback. Only this one: Linux counts pipe capacity
+/// against each user (`pipe-user-pages-soft`, 64 MiB), and a user over it
+/// gets 8 KiB pipes in every program; a mount's five connections hold
+/// 5 MiB this way. Best effort: a user over the allowance keeps the
+/// default size.
+fn widen_pipe_from_ssh(fd: &impl std::os::fd::AsFd) {
     const WANT: usize = 1 << 20;
     let most = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
