@@ -13,17 +13,6 @@ use std::process::{Command, Output};
 
 use common::*;
 
-/// The preload library as cargo built it for these tests (a
-/// dev-dependency of this crate).
-fn preload() -> PathBuf {
-    let lib = Path::new(BIN)
-        .parent()
-        .unwrap()
-        .join("deps/libfusebox_direct_preload.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
-}
-
 fn direct(fs: &str, at: &Path, program: &[&str]) -> Output {
     direct_with(&[], fs, at, program)
 }
@@ -39,7 +28,7 @@ fn direct_with(flags: &[&str], fs: &str, at: &Path, program: &[&str]) -> Output 
         .arg(at)
         .arg("--")
         .args(program)
-        .env("FUSEBOX_DIRECT_PRELOAD", preload())
+        .env("FUSEBOX_DIRECT_PRELOAD", direct_preload())
         .output()
         .unwrap()
 }
@@ -774,7 +763,7 @@ fn programs_run_from_a_served_one_are_served_the_same_mount() {
         .args(["run", "--fs", &fs, "--at"])
         .arg(&at)
         .args(["--", "sh", "-c", &script])
-        .env("FUSEBOX_DIRECT_PRELOAD", preload())
+        .env("FUSEBOX_DIRECT_PRELOAD", direct_preload())
         .env("LD_PRELOAD", "libc.so.6")
         .output()
         .unwrap();
@@ -803,7 +792,7 @@ fn memfs_runs_under_low_descriptor_limits() {
         );
         let out = Command::new("sh")
             .args(["-c", &script])
-            .env("FUSEBOX_DIRECT_PRELOAD", preload())
+            .env("FUSEBOX_DIRECT_PRELOAD", direct_preload())
             .output()
             .unwrap();
         assert_eq!(text(&out), "status Some(0)\na\nd\nf\n", "limit {limit}");

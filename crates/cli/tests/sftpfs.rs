@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fusebox_bench::remote::{DelayProxy, Sshd, SshdConfig};
 
 mod common;
-use common::{is_mounted, snapshot, try_snapshot, BIN};
+use common::{direct_preload, is_mounted, snapshot, try_snapshot, BIN};
 
 /// A server with a remote directory, and a mount point.
 struct Remote {
@@ -868,11 +868,7 @@ ls | wc -l
 ls made"#,
         at = at.display()
     );
-    let lib = Path::new(BIN)
-        .parent()
-        .unwrap()
-        .join("deps/libfusebox_direct_preload.so");
-    assert!(lib.exists(), "{} not built", lib.display());
+    let lib = direct_preload();
     let out = Command::new("timeout")
         .args(["300", BIN, "run", "--stats"])
         .arg("--fs")
@@ -918,6 +914,87 @@ ls made"#,
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no page cache figures: {err}"));
     assert!(page_hits > 0, "{err}");
+}
+
+/// SFTP has no inode numbers; direct mode must still show a file the same
+/// number from one walk to the next, as the kernel does while its dentry
+/// lives, with its metadata cache off and with no entry trusted at all:
+/// tar checks that a directory it made is the one still there before it
+/// sets its times ("Directory renamed before its status could be
+/// extracted" otherwise), and an archive of "." has the extraction
+/// directory itself in it.
+#[test]
+fn direct_mode_keeps_inode_numbers_across_walks_with_no_cache() {
+    let r = Remote::start("direct-ino");
+    sh_ok(
+        &format!(
+            "cd '{}' && mkdir -p src/d1/d2 dest1 dest2 && echo a > src/f && echo b > src/d1/d2/g && tar cf t.tar -C src .",
+            r.root().display()
+        ),
+        30,
+    );
+    let at = r.dir.path().join("at");
+    let check = r#"
+import os, sys
+os.chdir(sys.argv[1])
+here = os.stat('.').st_ino
+os.mkdir('sub')
+sub = os.stat('sub').st_ino
+with open('sub/f', 'w') as f:
+    f.write('x')
+os.listdir('.')
+os.stat('sub/f')
+assert os.stat('.').st_ino == here, 'the working directory changed number'
+assert os.stat('sub').st_ino == sub, 'a directory changed number'
+assert os.stat('../' + os.path.basename(os.getcwd()) + '/sub').st_ino == sub
+"#;
+    let script = format!(
+        r#"set -e
+cd {at}/dest1 && tar xf ../t.tar
+cd {at}/dest2 && tar xf ../t.tar
+/usr/bin/python3 -c "$0" {at}/dest1
+echo ok"#,
+        at = at.display()
+    );
+    let lib = direct_preload();
+    for (cache, options) in [("0", ""), ("65536", ",entry_timeout=0,attr_timeout=0")] {
+        let out = Command::new("timeout")
+            .args(["120", BIN, "run"])
+            .arg("--fs")
+            .arg(format!("sftpfs:{}", r.spec()))
+            .arg("-o")
+            .arg(format!("{}{options}", r.sshd.ssh_options(r.sshd.port())))
+            .arg("--at")
+            .arg(&at)
+            .args(["--", "bash", "-c", &script, check])
+            .env("FUSEBOX_DIRECT_PRELOAD", &lib)
+            .env("FUSEBOX_DIRECT_CACHE", cache)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "ok\n",
+            "cache {cache}{options}: {err}"
+        );
+        assert!(out.status.success(), "cache {cache}{options}: {err}");
+        // The trees as tar made them, on the server.
+        let listing = |dir: &str| {
+            sh_ok(
+                &format!(
+                    "cd '{}/{dir}' && find . -path ./sub -prune -o -print | sort && cat f d1/d2/g",
+                    r.root().display()
+                ),
+                30,
+            )
+        };
+        assert_eq!(listing("dest1"), listing("src"));
+        assert_eq!(listing("dest2"), listing("src"));
+        sh_ok(
+            &format!("cd '{}' && rm -rf dest1/* dest2/*", r.root().display()),
+            30,
+        );
+    }
 }
 
 #[test]

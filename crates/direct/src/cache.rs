@@ -29,13 +29,21 @@
 //! Changes made outside the run, straight to the source directory, are
 //! seen when the TTL runs out, exactly as on the kernel path.
 //!
-//! Beside it, the directories a walk passes through (`Dentries`): the
-//! node a name in a directory leads to, holding one lookup reference so
-//! the filesystem keeps the node (as the kernel's dentry cache does), for
-//! the filesystem's entry TTL and while that name was not removed or
-//! moved away anywhere in the run: unlink, rmdir and rename bump a shared
-//! counter picked by a hash of the name (`NAME_SLOTS` of them), so
-//! removing one file leaves the walks through every directory cached.
+//! Beside it, the names walks went through (`Dentries`): the node a name
+//! in a directory leads to, holding one lookup reference so the
+//! filesystem keeps the node, as the kernel's dentry cache does. That
+//! reference is what keeps a file's identity: a filesystem that numbers
+//! inodes by node (sftpfs: SFTP has no inode numbers) would give a file
+//! a new number at every walk if each walk let its node go, and tar,
+//! which checks that a directory it made is still the one there before
+//! setting its times, fails ("Directory renamed"). An entry answers a
+//! walk without asking the filesystem only for the filesystem's entry
+//! TTL and while that name was not removed or moved away anywhere in the
+//! run: unlink, rmdir and rename bump a shared counter picked by a hash
+//! of the name (`NAME_SLOTS` of them), so removing one file leaves the
+//! walks through every directory cached. Past its TTL, or with the
+//! metadata cache off, an entry still holds its node; the walk asks the
+//! filesystem again and the answer replaces it.
 
 #![allow(unsafe_code)]
 
@@ -444,22 +452,7 @@ impl MetaCache {
     /// The directory-walk cache for `fs`, sized like this one, sharing
     /// its page.
     pub(crate) fn dentries(&self, fs: Arc<dyn Filesystem>) -> Dentries {
-        let graveyard: Arc<Mutex<Vec<NodeId>>> = Arc::default();
-        let dead = graveyard.clone();
-        Dentries {
-            entries: moka::sync::Cache::builder()
-                .max_capacity(self.entries)
-                .eviction_listener(move |_, d: Dentry, _| {
-                    dead.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(d.node)
-                })
-                .build(),
-            shared: self.shared,
-            fs,
-            walks: AtomicUsize::new(0),
-            graveyard,
-        }
+        Dentries::new(fs, self.entries, Some(self.shared))
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -631,33 +624,67 @@ pub(crate) struct Dentry {
 
 /// Names in directories that walks went through (see the module doc). An
 /// entry owns one lookup reference of its node, given back (forget) when
-/// it leaves the cache for whatever reason — but not while any walk is
-/// under way, as one may be using the node it just got from here: those
-/// wait in the graveyard until no walk is.
+/// it leaves the cache for whatever reason, replaced included — but not
+/// while any walk is under way, as one may be using the node it just got
+/// from here: those wait in the graveyard until no walk is.
 pub(crate) struct Dentries {
     entries: moka::sync::Cache<(NodeId, Vec<u8>), Dentry>,
-    shared: &'static Shared,
+    /// The run's name stamps; None when the metadata cache is off: then
+    /// entries keep nodes (identity) and never answer a walk.
+    shared: Option<&'static Shared>,
     fs: Arc<dyn Filesystem>,
     /// Operations under way that may hold a node got from here.
     walks: AtomicUsize,
     graveyard: Arc<Mutex<Vec<NodeId>>>,
 }
 
+/// Entries kept with the metadata cache off, for identity alone: the
+/// directories and files a run works in, not a whole tree's.
+pub const IDENTITY_ENTRIES: u64 = 4096;
+
 impl Dentries {
+    fn new(fs: Arc<dyn Filesystem>, capacity: u64, shared: Option<&'static Shared>) -> Dentries {
+        let graveyard: Arc<Mutex<Vec<NodeId>>> = Arc::default();
+        let dead = graveyard.clone();
+        Dentries {
+            entries: moka::sync::Cache::builder()
+                .max_capacity(capacity)
+                .eviction_listener(move |_, d: Dentry, _| {
+                    dead.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(d.node)
+                })
+                .build(),
+            shared,
+            fs,
+            walks: AtomicUsize::new(0),
+            graveyard,
+        }
+    }
+
+    /// With the metadata cache off: nodes kept for identity only.
+    pub(crate) fn identity_only(fs: Arc<dyn Filesystem>) -> Dentries {
+        Dentries::new(fs, IDENTITY_ENTRIES, None)
+    }
+
+    /// The entry for `name` in `parent`, if it may answer a walk.
     pub fn get(&self, parent: NodeId, name: &[u8]) -> Option<Dentry> {
+        let stamp = self.name_stamp(name)?;
         let key = (parent, name.to_vec());
         let d = self.entries.get(&key)?;
-        if d.names == self.name_stamp(name) && d.until > Instant::now() {
-            return Some(d);
+        if d.names != stamp {
+            // The name went away: so does what it led to.
+            self.entries.invalidate(&key);
+            return None;
         }
-        self.entries.invalidate(&key);
-        None
+        (d.until > Instant::now()).then_some(d)
     }
 
     /// Keep `node` (whose lookup reference the caller hands over) under
-    /// `name` in `parent` for `ttl`, if the name did not go away since
-    /// `names` (its `name_stamp`, read before the lookup). Returns false,
-    /// the reference not taken, when it is not kept.
+    /// `name` in `parent`, trusted for `ttl`, if the name did not go away
+    /// since `names` (its `name_stamp`, read before the lookup). Returns
+    /// false, the reference not taken, when it is not kept. An entry it
+    /// replaces gives its reference back, the same node's included.
     pub fn put(
         &self,
         parent: NodeId,
@@ -665,23 +692,31 @@ impl Dentries {
         node: NodeId,
         attr: FileAttr,
         ttl: Duration,
-        names: u64,
+        names: Option<u64>,
     ) -> bool {
-        if ttl.is_zero() || names != self.name_stamp(name) {
+        if names != self.name_stamp(name) {
             return false;
         }
         let d = Dentry {
             node,
             attr,
-            names,
+            names: names.unwrap_or(0),
             until: Instant::now() + ttl,
         };
         self.entries.insert((parent, name.to_vec()), d);
         true
     }
 
-    pub fn name_stamp(&self, name: &[u8]) -> u64 {
-        self.shared.names[name_slot(name)].load(Ordering::Acquire)
+    /// Drop the entry for `name` in `parent` (its node is given back once
+    /// no walk is under way).
+    pub fn remove(&self, parent: NodeId, name: &[u8]) {
+        self.entries.invalidate(&(parent, name.to_vec()));
+    }
+
+    /// The stamp of `name` (None with the metadata cache off).
+    pub fn name_stamp(&self, name: &[u8]) -> Option<u64> {
+        self.shared
+            .map(|s| s.names[name_slot(name)].load(Ordering::Acquire))
     }
 
     /// An operation that may use nodes from here starts.

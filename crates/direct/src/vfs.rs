@@ -309,7 +309,21 @@ impl Drop for Change<'_> {
 struct Looked<'a> {
     fs: &'a dyn Filesystem,
     nodes: Vec<NodeId>,
+    /// Nodes of `nodes` found at a name: what nobody keeps goes to the
+    /// walk cache, which holds the node (its identity) for the next walk.
+    found: Vec<Found>,
     dentries: Option<&'a Dentries>,
+}
+
+/// A lookup's answer, for the walk cache.
+struct Found {
+    parent: NodeId,
+    name: Vec<u8>,
+    node: NodeId,
+    attr: FileAttr,
+    ttl: std::time::Duration,
+    /// The name's stamp before the lookup.
+    names: Option<u64>,
 }
 
 impl Looked<'_> {
@@ -319,11 +333,30 @@ impl Looked<'_> {
             self.nodes.swap_remove(i);
         }
     }
+
+    /// `name` in `parent` was removed or moved away: the walk cache keeps
+    /// no node under it (an unlinked file's node would outlive its last
+    /// use there, as the kernel's dentry does not).
+    fn gone(&mut self, parent: NodeId, name: &[u8]) {
+        self.found.retain(|f| f.parent != parent || f.name != name);
+        if let Some(d) = self.dentries {
+            d.remove(parent, name);
+        }
+    }
 }
 
 impl Drop for Looked<'_> {
     fn drop(&mut self) {
         for &n in &self.nodes {
+            if let Some(i) = self.found.iter().position(|f| f.node == n) {
+                let f = self.found.swap_remove(i);
+                if self
+                    .dentries
+                    .is_some_and(|d| d.put(f.parent, &f.name, n, f.attr, f.ttl, f.names))
+                {
+                    continue;
+                }
+            }
             self.fs.forget(n, 1);
         }
         if let Some(d) = self.dentries {
@@ -883,7 +916,7 @@ impl VirtualMount {
             // The name's stamp before asking, for an entry the walk cache
             // may keep.
             let names = dentries
-                .filter(|_| walked && cached.is_none())
+                .filter(|_| cached.is_none())
                 .map(|d| d.name_stamp(&comp));
             let found = match cached {
                 Some(d) => Ok(fusebox::Entry {
@@ -899,14 +932,25 @@ impl VirtualMount {
                 Ok(e) if e.node.0 != 0 => {
                     let owned = if cached.is_some() {
                         false
-                    } else if dentries
-                        .zip(names)
-                        .is_some_and(|(d, n)| d.put(here.0, &comp, e.node, e.attr, e.entry_ttl, n))
+                    } else if walked
+                        && dentries.zip(names).is_some_and(|(d, n)| {
+                            d.put(here.0, &comp, e.node, e.attr, e.entry_ttl, n)
+                        })
                     {
                         // Its reference went to the cache.
                         false
                     } else {
                         looked.nodes.push(e.node);
+                        if let Some(names) = names {
+                            looked.found.push(Found {
+                                parent: here.0,
+                                name: comp.clone(),
+                                node: e.node,
+                                attr: e.attr,
+                                ttl: e.entry_ttl,
+                                names,
+                            });
+                        }
                         true
                     };
                     let is_link = e.attr.mode & libc::S_IFMT == libc::S_IFLNK;
@@ -973,6 +1017,7 @@ impl VirtualMount {
             // From the walk cache: a reference of looked's own (a caller
             // may keep the node) and fresh attributes.
             let name = done.last().ok_or(libc::ENOENT)?;
+            let names = dentries.map(|d| d.name_stamp(name));
             let e = self
                 .fs
                 .lookup(&ctx, parent, OsStr::from_bytes(name))
@@ -981,6 +1026,16 @@ impl VirtualMount {
                 return Err(libc::ENOENT);
             }
             looked.nodes.push(e.node);
+            if let Some(names) = names {
+                looked.found.push(Found {
+                    parent,
+                    name: name.clone(),
+                    node: e.node,
+                    attr: e.attr,
+                    ttl: e.entry_ttl,
+                    names,
+                });
+            }
             here = (e.node, Some(e.attr));
             here_ttl = e.attr_ttl;
         }
@@ -1027,14 +1082,17 @@ impl VirtualMount {
     }
 
     fn looked(&self) -> Looked<'_> {
-        let dentries = self.dentries.get();
-        if let Some(d) = dentries {
-            d.enter();
-        }
+        // With the metadata cache off, the walk cache still keeps nodes
+        // (their identity), answering nothing.
+        let d = self
+            .dentries
+            .get_or_init(|| Dentries::identity_only(self.fs.clone()));
+        d.enter();
         Looked {
             fs: &*self.fs,
             nodes: Vec::new(),
-            dentries,
+            found: Vec::new(),
+            dentries: Some(d),
         }
     }
 
@@ -2205,6 +2263,7 @@ impl VirtualMount {
             (false, false) if wants_directory(path) => return Err(libc::ENOTDIR),
             (false, false) => self.fs.unlink(&ctx, parent, name).map_err(err)?,
         }
+        looked.gone(parent, name.as_bytes());
         Ok(0)
     }
 
@@ -2241,6 +2300,8 @@ impl VirtualMount {
             flags,
         };
         self.fs.rename(&Self::ctx(), &args).map_err(err)?;
+        looked.gone(a.parent, &na);
+        looked.gone(b.parent, &nb);
         Ok(0)
     }
 

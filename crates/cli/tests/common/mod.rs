@@ -8,6 +8,17 @@ use std::process::Command;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fusebox");
 
+/// The direct-mode library as cargo built it for these tests (a
+/// dev-dependency of this crate), beside the binary.
+pub fn direct_preload() -> std::path::PathBuf {
+    let lib = Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("deps/libfusebox_direct_preload.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
 /// A directory in /dev/shm removed when dropped; `fusebox-cli-` names it
 /// for the suite's leftover check.
 pub fn scratch(tag: &str) -> tempfile::TempDir {
