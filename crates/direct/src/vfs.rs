@@ -74,10 +74,6 @@ pub(crate) fn take_escaped() -> Option<Vec<u8>> {
 const MAX_SYMLINKS: usize = 40;
 const IO_CHUNK: usize = 1 << 20;
 
-/// `put`'s signature, for a closure handed it.
-trait PutPiece: FnMut(usize, &[u8]) -> Result<(), i32> {}
-impl<F: FnMut(usize, &[u8]) -> Result<(), i32>> PutPiece for F {}
-
 /// Where a read's bytes go: `each` takes a piece at its offset in the
 /// destination; `cheap` when that is a plain copy (memory known to take
 /// writes), not a system call.
@@ -1823,31 +1819,40 @@ impl VirtualMount {
         cheap: bool,
         mut put: impl FnMut(usize, &[u8]) -> Result<(), i32>,
     ) -> Result<usize, i32> {
-        let page_bytes = PAGE_BYTES as u64;
-        // Bytes handed to `put`; after them, those gathered from the cache.
-        let mut done = 0usize;
-        let mut gathered: Vec<u8> = Vec::new();
-        // Hand what was gathered to `put`: false if it failed after
-        // something was handed over (the read ends there).
-        let hand_over = |put: &mut dyn PutPiece,
-                         done: &mut usize,
-                         gathered: &mut Vec<u8>|
-         -> Result<bool, i32> {
-            if gathered.is_empty() {
+        /// Hand `piece` to `put` after the `done` bytes handed so far:
+        /// false if it failed after something was handed over (the read
+        /// ends there, short), its error if nothing was.
+        fn give(
+            put: &mut impl FnMut(usize, &[u8]) -> Result<(), i32>,
+            done: &mut usize,
+            piece: &[u8],
+        ) -> Result<bool, i32> {
+            if piece.is_empty() {
                 return Ok(true);
             }
-            let r = put(*done, gathered);
-            let handed = gathered.len();
-            gathered.clear();
-            match r {
+            match put(*done, piece) {
                 Ok(()) => {
-                    *done += handed;
+                    *done += piece.len();
                     Ok(true)
                 }
                 Err(e) if *done == 0 => Err(e),
                 Err(_) => Ok(false),
             }
-        };
+        }
+        /// `give` what was gathered, emptying it.
+        fn hand_over(
+            put: &mut impl FnMut(usize, &[u8]) -> Result<(), i32>,
+            done: &mut usize,
+            gathered: &mut Vec<u8>,
+        ) -> Result<bool, i32> {
+            let r = give(put, done, gathered);
+            gathered.clear();
+            r
+        }
+        let page_bytes = PAGE_BYTES as u64;
+        // Bytes handed to `put`; after them, those gathered from the cache.
+        let mut done = 0usize;
+        let mut gathered: Vec<u8> = Vec::new();
         loop {
             let reached = done + gathered.len();
             if reached >= len {
@@ -1861,10 +1866,8 @@ impl VirtualMount {
                 }
                 let n = (page.len() - within).min(len - reached);
                 if cheap {
-                    match put(done, &page[within..within + n]) {
-                        Ok(()) => done += n,
-                        Err(e) if done == 0 => return Err(e),
-                        Err(_) => return Ok(done),
+                    if !give(&mut put, &mut done, &page[within..within + n])? {
+                        return Ok(done);
                     }
                 } else {
                     if gathered.capacity() == 0 {
@@ -1917,9 +1920,9 @@ impl VirtualMount {
             if within >= data.len() {
                 break;
             }
+            // Nothing is gathered here (handed over before the read).
             let n = (data.len() - within).min(len - done);
-            gathered.extend_from_slice(&data[within..within + n]);
-            if !hand_over(&mut put, &mut done, &mut gathered)? {
+            if !give(&mut put, &mut done, &data[within..within + n])? {
                 return Ok(done);
             }
             if data.len() < count * PAGE_BYTES {
