@@ -87,7 +87,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l at -d 'Direct mo
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l intercept -d 'Direct mode: how system calls are caught. rewrite (default): each call site is rewritten into a direct call after its first call (needs root, for a page at address 0); dispatch: syscall user dispatch for every call (any user, about 10x the cost per call)' -r -f -a "rewrite\t''
 dispatch\t''"
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l cache-entries -d 'Direct mode: paths whose attributes the metadata cache keeps per process (0: no cache)' -r
-complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l page-cache -d 'Direct mode: 4 KiB pages of file data kept per process (0: none; default 16384 for nullfs and timingfs, none for stackfs and pathfs, whose reads reach the kernel\'s page cache of their source)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l page-cache -d 'Direct mode: 4 KiB pages of file data kept per process (0: none, and for sftpfs none in the run\'s server either unless -o page_cache= says; default 16384 for nullfs and timingfs, none for stackfs and pathfs, whose reads reach the kernel\'s page cache of their source)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l transport -d 'Transport the program\'s mount is served over: classic, uring or auto (FUSEBOX_TRANSPORT)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l workers -d 'Worker threads of a multi-threaded loop (FUSEBOX_WORKERS)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand run" -l poll -d 'io_uring wait: off, spin=US or adaptive[=US] (FUSEBOX_POLL)' -r

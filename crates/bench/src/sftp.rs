@@ -147,7 +147,7 @@ impl Subject for SftpSubject {
             ),
             Client::SftpfsDirect { cache: false } => (
                 "sftpfs-direct-nocache",
-                "the same with direct mode's caches off (--cache-entries 0 --page-cache 0)",
+                "the same with direct mode's caches off (--cache-entries 0 --page-cache 0: no metadata or file data kept in the processes, nor file data in the run's server)",
             ),
         };
         let ours = matches!(

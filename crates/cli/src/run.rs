@@ -43,9 +43,11 @@ pub struct RunArgs {
     /// process (0: no cache).
     #[arg(long, requires = "fs", value_name = "ENTRIES")]
     pub cache_entries: Option<u64>,
-    /// Direct mode: 4 KiB pages of file data kept per process (0: none;
-    /// default 16384 for nullfs and timingfs, none for stackfs and pathfs,
-    /// whose reads reach the kernel's page cache of their source).
+    /// Direct mode: 4 KiB pages of file data kept per process (0: none,
+    /// and for sftpfs none in the run's server either unless -o
+    /// page_cache= says; default 16384 for nullfs and timingfs, none for
+    /// stackfs and pathfs, whose reads reach the kernel's page cache of
+    /// their source).
     #[arg(long, requires = "fs", value_name = "PAGES")]
     pub page_cache: Option<u64>,
     /// Direct mode: print the metadata cache's hits and misses when
@@ -280,7 +282,7 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     // Kept open until the exec, which the program inherits.
     let _door;
     if run_server {
-        let door = start_server(&spec, args.options.as_deref())?;
+        let door = start_server(&spec, server_options(args, fs.id).as_deref())?;
         cmd.env(
             fusebox_direct::shared::DOOR_VAR,
             door.as_raw_fd().to_string(),
@@ -295,6 +297,19 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
 /// which becomes the program, and ends when the run's last process has
 /// closed the door) and wait until it serves. Returns the door's end the
 /// program inherits.
+/// The options the run's server gets: `-o`'s, and with `--page-cache 0`
+/// no file data kept in the server either (sftpfs keeps 256 MiB there by
+/// default, read by every process of the run), unless `-o` sizes it.
+fn server_options(args: &RunArgs, fs: FsId) -> Option<String> {
+    let given = args.options.as_deref().filter(|o| !o.is_empty());
+    let sized = given.is_some_and(|o| o.split(',').any(|x| x.starts_with("page_cache=")));
+    match (fs, args.page_cache, given) {
+        (FsId::Sftpfs, Some(0), Some(o)) if !sized => Some(format!("{o},page_cache=0")),
+        (FsId::Sftpfs, Some(0), None) => Some("page_cache=0".into()),
+        _ => given.map(str::to_string),
+    }
+}
+
 fn start_server(spec: &str, options: Option<&str>) -> Result<OwnedFd> {
     let name = spec.split(':').next().unwrap_or(spec);
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
@@ -496,4 +511,47 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let err = cmd.exec();
     Err(err).with_context(|| format!("running {program}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn options_for(words: &[&str]) -> Option<String> {
+        let mut argv = vec!["fusebox", "--fs", "sftpfs:h:/d", "--at", "/tmp/x"];
+        argv.extend_from_slice(words);
+        argv.extend(["--", "true"]);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        server_options(&cli.run, FsId::Sftpfs)
+    }
+
+    #[test]
+    fn no_page_cache_means_none_in_the_runs_server_either() {
+        assert_eq!(options_for(&[]), None);
+        assert_eq!(options_for(&["-o", "Port=2"]).as_deref(), Some("Port=2"));
+        assert_eq!(
+            options_for(&["--page-cache", "0"]).as_deref(),
+            Some("page_cache=0")
+        );
+        assert_eq!(
+            options_for(&["--page-cache", "0", "-o", "Port=2"]).as_deref(),
+            Some("Port=2,page_cache=0")
+        );
+        // What -o says wins.
+        assert_eq!(
+            options_for(&["--page-cache", "0", "-o", "page_cache=1M"]).as_deref(),
+            Some("page_cache=1M")
+        );
+        assert_eq!(
+            options_for(&["--page-cache", "64", "-o", "Port=2"]).as_deref(),
+            Some("Port=2")
+        );
+    }
 }
