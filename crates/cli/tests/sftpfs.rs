@@ -997,6 +997,72 @@ echo ok"#,
     }
 }
 
+/// posix_fadvise(POSIX_FADV_DONTNEED) drops a file's cached data in
+/// direct mode as the kernel drops its page cache on a mount: the next
+/// read goes to the server again (fio asks for it at every pass over its
+/// file; without it, the bench's direct-mode passes came from memory).
+#[test]
+fn direct_mode_drops_cached_data_on_fadvise_dontneed() {
+    let r = Remote::start("direct-fadvise");
+    let sum = random_file_of(&r.root(), "big", 3);
+    let at = r.dir.path().join("at");
+    let program = r#"
+import os, sys, hashlib
+path, drop = sys.argv[1], sys.argv[2] == 'drop'
+def whole():
+    fd = os.open(path, os.O_RDONLY)
+    h = hashlib.sha256()
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        h.update(b)
+    if drop:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    return h.hexdigest()
+print(whole())
+print(whole())
+"#;
+    let reads = |how: &str| -> u64 {
+        let out = Command::new("timeout")
+            .args(["120", BIN, "run", "--stats"])
+            .arg("--fs")
+            .arg(format!("sftpfs:{}", r.spec()))
+            .arg("-o")
+            .arg(r.sshd.ssh_options(r.sshd.port()))
+            .arg("--at")
+            .arg(&at)
+            .args(["--", "/usr/bin/python3", "-c", program])
+            .arg(at.join("big"))
+            .arg(how)
+            .env("FUSEBOX_DIRECT_PRELOAD", direct_preload())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{how}: {err}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{sum}\n{sum}\n"),
+            "{how}: {err}"
+        );
+        err.split("filesystem sftp: ")
+            .nth(1)
+            .and_then(|l| l.split("READ ").nth(1))
+            .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no READ count: {err}"))
+    };
+    let kept = reads("keep");
+    let dropped = reads("drop");
+    // Read once from the server, then from the run's page cache; dropped,
+    // read from the server twice.
+    assert!(
+        dropped >= 2 * kept - 1,
+        "kept {kept} READs, dropped {dropped}"
+    );
+}
+
 #[test]
 fn a_file_read_in_sequence_spreads_over_stream_connections_with_the_right_bytes() {
     let r = Remote::start("streams");

@@ -579,6 +579,10 @@ fn route(call: &Syscall) -> Action {
             Some(f) => answer(m.truncate(None, Some(&f), a[1] as i64)),
             None => Action::Pass,
         },
+        SYS_fadvise64 => match m.file(fd_arg(a[0])) {
+            Some(f) => answer(m.fadvise(&f, a[3] as i32)),
+            None => Action::Pass,
+        },
         SYS_fsync | SYS_fdatasync => match m.file(fd_arg(a[0])) {
             Some(f) => answer(m.fsync(&f, call.nr == SYS_fdatasync)),
             None => Action::Pass,

@@ -2405,6 +2405,27 @@ impl VirtualMount {
         self.fs.statfs(&Self::ctx(), node).map_err(err)
     }
 
+    /// posix_fadvise: a hint, answered as the kernel answers it; only
+    /// DONTNEED does anything, dropping the file's pages here and in the
+    /// filesystem's own cache, as the kernel drops its page cache's.
+    pub(crate) fn fadvise(&self, file: &OpenFile, advice: i32) -> SysResult {
+        if !(libc::POSIX_FADV_NORMAL..=libc::POSIX_FADV_NOREUSE).contains(&advice) {
+            return Err(libc::EINVAL);
+        }
+        if file.flags() & libc::O_PATH != 0 {
+            return Err(libc::EBADF);
+        }
+        if advice == libc::POSIX_FADV_DONTNEED && !file.dir {
+            // The page cache's stamp is the inode's: its pages are
+            // never read again.
+            if let Some(c) = self.cache.get() {
+                c.ino_changed(file.ino);
+            }
+            self.fs.drop_cached_data(file.node);
+        }
+        Ok(0)
+    }
+
     pub(crate) fn fsync(&self, file: &OpenFile, datasync: bool) -> SysResult {
         let ctx = Self::ctx();
         let r = if file.dir {

@@ -1750,6 +1750,12 @@ impl PathFilesystem for SftpFs {
         Ok(len)
     }
 
+    fn drop_cached_data(&self, path: &Path) {
+        if let Ok(rp) = self.rpath(path) {
+            self.data_changed(&rp, false);
+        }
+    }
+
     fn adopt_held_area(&self, area: fusebox::sys::shared_map::SharedMap) {
         // Before any write is served: the anonymous log has nothing yet.
         let log = WriteLog::open(area);

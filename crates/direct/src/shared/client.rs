@@ -546,6 +546,16 @@ impl Filesystem for RemoteFs {
             .unwrap_or_default()
     }
 
+    /// Dropped in the run's server, where the instance's cache is.
+    fn drop_cached_data(&self, node: NodeId) {
+        let _ = self.call(
+            &Ctx::internal(),
+            Opcode(opcode::DROP_CACHED_DATA),
+            node.0,
+            &[],
+        );
+    }
+
     fn lookup(&self, ctx: &Ctx, parent: NodeId, n: &OsStr) -> FsResult<Entry> {
         self.entry(ctx, Opcode::LOOKUP, parent, &[&name(n)])
     }

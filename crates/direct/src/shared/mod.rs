@@ -56,6 +56,9 @@ pub(crate) mod opcode {
     /// The filesystem's own figures (`Filesystem::counters`), answered as
     /// JSON: what `--stats` prints of the run's one instance.
     pub const COUNTERS: u32 = 0x7ffe_0006;
+    /// `Filesystem::drop_cached_data` of the node (posix_fadvise
+    /// DONTNEED in a process of the run); answered with nothing.
+    pub const DROP_CACHED_DATA: u32 = 0x7ffe_0007;
 }
 
 /// What a new connection's hello says (one door message, with the

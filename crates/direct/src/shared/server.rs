@@ -554,6 +554,10 @@ impl<F: Filesystem> Server<F> {
                 Opcode(opcode::APPEND) => {
                     self.append(&dispatcher, &mut worker, &capture, &mut buf, slot)
                 }
+                Opcode(opcode::DROP_CACHED_DATA) => {
+                    self.fs.drop_cached_data(NodeId(h.nodeid));
+                    capture.set(h.unique, 0, &[]);
+                }
                 Opcode(opcode::COUNTERS) => {
                     let json = serde_json::to_vec(&self.fs.counters()).unwrap_or_default();
                     capture.set(h.unique, 0, &json);

@@ -342,6 +342,14 @@ pub trait Filesystem: Send + Sync + 'static {
     /// keeps its unconfirmed writes there).
     fn adopt_held_area(&self, area: crate::sys::shared_map::SharedMap) {}
 
+    /// The application let go of the file's cached data
+    /// (posix_fadvise POSIX_FADV_DONTNEED). Only direct mode calls it:
+    /// there a filesystem's own cache of file data (sftpfs's) stands where
+    /// the kernel's page cache is on a mount, and the kernel drops clean
+    /// pages on that advice, so a program that asks for cold reads (fio,
+    /// at every pass over its file) gets them in both.
+    fn drop_cached_data(&self, node: NodeId) {}
+
     /// Supervised, in a new server after every node and handle is
     /// restored and before any request is served (the kernel's resent
     /// ones included): finish what a previous server left in the held

@@ -319,6 +319,9 @@ pub trait PathFilesystem: Send + Sync + 'static {
     /// See [`Filesystem::adopt_held_area`].
     fn adopt_held_area(&self, area: crate::sys::shared_map::SharedMap) {}
 
+    /// See [`Filesystem::drop_cached_data`].
+    fn drop_cached_data(&self, path: &Path) {}
+
     /// See [`Filesystem::restored`].
     fn restored(&self) {}
 
@@ -1005,6 +1008,14 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn restored(&self) {
         self.fs.restored();
+    }
+
+    fn drop_cached_data(&self, node: NodeId) {
+        // A node gone meanwhile has nothing to drop.
+        let path = self.read().path(node, false);
+        if let Ok(path) = path {
+            self.fs.drop_cached_data(&path);
+        }
     }
 
     fn quiesce(&self) -> std::io::Result<()> {
