@@ -293,10 +293,6 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     Err(err).with_context(|| format!("running {program}"))
 }
 
-/// Start the run's server for `spec` (detached: it outlives this process,
-/// which becomes the program, and ends when the run's last process has
-/// closed the door) and wait until it serves. Returns the door's end the
-/// program inherits.
 /// The options the run's server gets: `-o`'s, and with `--page-cache 0`
 /// no file data kept in the server either (sftpfs keeps 256 MiB there by
 /// default, read by every process of the run), unless `-o` sizes it.
@@ -310,6 +306,10 @@ fn server_options(args: &RunArgs, fs: FsId) -> Option<String> {
     }
 }
 
+/// Start the run's server for `spec` (detached: it outlives this process,
+/// which becomes the program, and ends when the run's last process has
+/// closed the door) and wait until it serves. Returns the door's end the
+/// program inherits.
 fn start_server(spec: &str, options: Option<&str>) -> Result<OwnedFd> {
     let name = spec.split(':').next().unwrap_or(spec);
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};

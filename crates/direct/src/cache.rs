@@ -640,7 +640,7 @@ pub(crate) struct Dentries {
 
 /// Entries kept with the metadata cache off, for identity alone: the
 /// directories and files a run works in, not a whole tree's.
-pub const IDENTITY_ENTRIES: u64 = 4096;
+const IDENTITY_ENTRIES: u64 = 4096;
 
 impl Dentries {
     fn new(fs: Arc<dyn Filesystem>, capacity: u64, shared: Option<&'static Shared>) -> Dentries {

@@ -2407,7 +2407,10 @@ impl VirtualMount {
 
     /// posix_fadvise: a hint, answered as the kernel answers it; only
     /// DONTNEED does anything, dropping the file's pages here and in the
-    /// filesystem's own cache, as the kernel drops its page cache's.
+    /// filesystem's own cache, as the kernel drops its page cache's. The
+    /// whole file's, whatever range was named: neither cache can drop a
+    /// range, and a page dropped too many is only read again. (The
+    /// inode's stamp also makes its cached attributes be asked again.)
     pub(crate) fn fadvise(&self, file: &OpenFile, advice: i32) -> SysResult {
         if !(libc::POSIX_FADV_NORMAL..=libc::POSIX_FADV_NOREUSE).contains(&advice) {
             return Err(libc::EINVAL);
