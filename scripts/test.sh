@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/setup.sh --pjdfstest
+# Tests open /dev/fuse to users while they run as one and put its mode
+# back; a test process killed midway could not, so the suite does.
+fuse_mode=$(stat -c %a /dev/fuse)
+trap 'chmod "$fuse_mode" /dev/fuse' EXIT
 # `cargo install` first: the build after it then reuses its fusebox binary
 # (the other order links it twice), and the install test's own `cargo
 # install` finds it built.

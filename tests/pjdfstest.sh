@@ -14,8 +14,10 @@ id fbtest >/dev/null 2>&1 || useradd -M -U -s /usr/sbin/nologin fbtest
 WORK=$(mktemp -d /tmp/fusebox-pjdfstest-XXXX)
 # Every mount made here is undone on any exit, success or not.
 SSHD_PID=
+FUSE_MODE=
 cleanup() {
-  for m in "$WORK"/*/mnt "$WORK/native"; do
+  [ -z "$FUSE_MODE" ] || chmod "$FUSE_MODE" /dev/fuse
+  for m in "$WORK"/*/mnt "$WORK/native" "$WORK/user-native"; do
     mountpoint -q "$m" 2>/dev/null && { "$BIN" umount "$m" 2>/dev/null || umount -l "$m"; }
   done
   if [ -n "$SSHD_PID" ]; then kill "$SSHD_PID" 2>/dev/null; wait "$SSHD_PID" 2>/dev/null || true; fi
@@ -126,6 +128,45 @@ while read -r -u 3 label fs transport extra; do
   fi
   "$BIN" umount "$dir/mnt"
 done 3<<< "$configs"
+# As an ordinary user (nobody): the user's own mounts through fusermount3,
+# without allow_other, and pjdfstest run by the user (the tests that need
+# root skip themselves), against the same user on native tmpfs. /dev/fuse
+# is open to users for these rows only, as desktop distributions have it;
+# cleanup puts its mode back whatever happens.
+FUSE_MODE=$(stat -c %a /dev/fuse)
+chmod 666 /dev/fuse
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups env -u XDG_RUNTIME_DIR HOME=/tmp "$@"; }
+install -m 755 "$(command -v pjdfstest)" "$WORK/pjdfstest-user"
+conf_abs=$(realpath "$CONF")
+mkdir "$WORK/user-native" && mount -t tmpfs -o mode=755,uid=65534,gid=65534 tmpfs "$WORK/user-native"
+(cd "$WORK" && as_user timeout 600 "$WORK/pjdfstest-user" -c "$conf_abs" -p user-native >user-native.log 2>&1) || true
+echo "native tmpfs as nobody:  $(summary "$WORK/user-native.log")"
+want_user=$(summary "$WORK/user-native.log" | sed 's/, [0-9]* total//')
+for fs in stackfs pathfs memfs; do
+  label="$fs-user"
+  dir="$WORK/u-$fs"
+  mkdir -p "$dir/src" "$dir/mnt"
+  chown -R 65534:65534 "$dir"
+  if [ "$fs" != memfs ]; then args=("$dir/src" "$dir/mnt"); else args=("$dir/mnt"); fi
+  if ! as_user "$BIN" mount "$fs" "${args[@]}" >/dev/null; then
+    echo "$label: the user could not mount"; status=1; continue
+  fi
+  (cd "$dir" && as_user timeout 600 "$WORK/pjdfstest-user" -c "$conf_abs" -p mnt >pjd.log 2>&1) || true
+  got=$(summary "$dir/pjd.log" | sed 's/, [0-9]* total//')
+  echo "$label:  $(summary "$dir/pjd.log")"
+  runs=$((runs + 1))
+  if [ -z "$got" ] || [ "$got" != "$want_user" ]; then
+    echo "pjdfstest as nobody on $fs differs from native tmpfs as nobody; failures:"
+    grep -E 'FAILED|failed$' "$dir/pjd.log" | head -40 || true
+    grep -E -A3 "panicked at|called \`" "$dir/pjd.log" | head -40 || true
+    status=1
+  fi
+  as_user "$BIN" umount "$dir/mnt" || { echo "$label: the user could not unmount"; status=1; }
+done
+umount "$WORK/user-native"
+chmod "$FUSE_MODE" /dev/fuse
+FUSE_MODE=
+
 # libfuse's passthrough_ll (built from Debian's fuse3 source, unchanged) on
 # Debian's libfuse3 and on fusebox's drop-in, in this same run: the drop-in
 # must pass every test Debian's passes. A test that fails on the drop-in

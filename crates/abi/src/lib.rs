@@ -4,7 +4,7 @@
 //! `include/uapi/linux/fuse.h`; the facts come from there, the code is ours.
 //! Structs derive zerocopy's traits, so reading one out of a byte buffer
 //! needs no `unsafe` anywhere in fusebox. Sizes are asserted at compile time
-//! in [`layout`] so a wrong field breaks the build, not a mount.
+//! in a private `layout` module so a wrong field breaks the build, not a mount.
 //!
 //! Names follow the kernel's (`fuse_in_header` becomes [`InHeader`]) so that
 //! the uapi header can be read side by side with this crate.

@@ -99,6 +99,7 @@ pub fn run(args: DoctorArgs) -> Result<()> {
     checks.push(fusectl_check());
     checks.push(user_mount_check());
     checks.push(fd_limit_check());
+    checks.push(stackfs_check());
     checks.extend(direct_mode_checks(root));
     checks.push(library_check(
         "libfuse3 drop-in",
@@ -404,6 +405,35 @@ fn user_mount_check() -> Check {
     }
 }
 
+/// How this user's stackfs reopens files its fd cache let go (tried on
+/// the home directory, else the working directory).
+fn stackfs_check() -> Check {
+    use fusebox_examples::stackfs::{auto_reopen, Reopen};
+    let dir = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_dir())
+        .unwrap_or_else(|| PathBuf::from("."));
+    match auto_reopen(&dir) {
+        Ok(Reopen::ByPath) => check(
+            "stackfs",
+            Status::Note,
+            "reopens files by parent and name: this user may not open them by kernel \
+             file handle (CAP_DAC_READ_SEARCH); a file renamed in the source behind the \
+             mount's back is found again at its next lookup",
+        ),
+        Ok(_) => check(
+            "stackfs",
+            Status::Ok,
+            "reopens files by kernel file handle (CAP_DAC_READ_SEARCH)",
+        ),
+        Err(e) => check(
+            "stackfs",
+            Status::Note,
+            format!("not probed ({}: {e})", dir.display()),
+        ),
+    }
+}
+
 fn fd_limit_check() -> Check {
     let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
@@ -459,7 +489,7 @@ fn direct_mode_checks(root: bool) -> Vec<Check> {
                 m.unwrap_or("?")
             ),
         )
-        .fix("run direct mode as root, or with --intercept dispatch (slower)"),
+        .fix("fusebox run uses syscall user dispatch alone here (slower); root or vm.mmap_min_addr=0 rewrites call sites"),
     });
     v
 }

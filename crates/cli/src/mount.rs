@@ -359,6 +359,7 @@ pub fn run(args: MountArgs) -> Result<()> {
                         fusebox_examples::stackfs::default_fd_cache()
                     }),
                     exclusive: args.exclusive,
+                    ..StackOptions::default()
                 },
             )
             .with_context(|| format!("opening source {}", src.display()))?;

@@ -33,10 +33,12 @@ pub struct RunArgs {
     /// exist).
     #[arg(long, requires = "fs")]
     pub at: Option<PathBuf>,
-    /// Direct mode: how system calls are caught. rewrite (default): each
-    /// call site is rewritten into a direct call after its first call
-    /// (needs root, for a page at address 0); dispatch: syscall user
+    /// Direct mode: how system calls are caught. rewrite: each call site
+    /// is rewritten into a direct call after its first call (needs a page
+    /// at address 0: root, or vm.mmap_min_addr=0); dispatch: syscall user
     /// dispatch for every call (any user, about 10x the cost per call).
+    /// Default: rewrite where this user can, else dispatch, said in one
+    /// line.
     #[arg(long, requires = "fs", value_enum)]
     pub intercept: Option<Intercept>,
     /// Direct mode: paths whose attributes the metadata cache keeps per
@@ -276,6 +278,16 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     match args.intercept {
         Some(Intercept::Rewrite) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "rewrite"),
         Some(Intercept::Dispatch) => cmd.env("FUSEBOX_DIRECT_INTERCEPT", "dispatch"),
+        // Said once here; the library makes the same choice silently.
+        None if std::env::var_os(fusebox_direct::intercept::MECHANISM_VAR).is_none() => {
+            if let Some(why) = fusebox_direct::intercept::rewrite_unavailable() {
+                eprintln!(
+                    "fusebox run: {why}; catching calls with syscall user dispatch alone (slower)"
+                );
+                cmd.env(fusebox_direct::intercept::MECHANISM_VAR, "dispatch");
+            }
+            &mut cmd
+        }
         None => &mut cmd,
     };
     cmd.env_remove(fusebox_direct::shared::DOOR_VAR);

@@ -11,59 +11,15 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_mounted, snapshot, try_snapshot, BIN};
+use common::{alive, is_mounted, snapshot, try_snapshot, MountGuard, BIN};
 
 fn scratch(tag: &str) -> tempfile::TempDir {
     common::scratch(&format!("rec-{tag}"))
 }
 
-/// Aborts and unmounts on drop, even if the test panicked: a blocked
-/// application thread then gets ENOTCONN instead of hanging the suite,
-/// and the supervisor exits with its mount.
-struct Guard {
-    mnt: PathBuf,
-    supervisor: u32,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        // Again if the first attempt failed: a supervisor killed below
-        // with its mount still there would leave its server serving it.
-        for _ in 0..3 {
-            if !is_mounted(&self.mnt) {
-                break;
-            }
-            let _ = Command::new(BIN)
-                .args(["umount", "--abort"])
-                .arg(&self.mnt)
-                .status();
-        }
-        // The supervisor leaves once its mount is gone; make sure.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while alive(self.supervisor) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if alive(self.supervisor) {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(self.supervisor as i32).unwrap(),
-                rustix::process::Signal::KILL,
-            );
-        }
-    }
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie is gone for our purposes: its status is all that is left.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// Mount stackfs of `src` at `mnt` in the background (supervised by
 /// default); returns the supervisor's pid.
-fn mount_supervised(src: &Path, mnt: &Path, extra: &[&str]) -> Guard {
+fn mount_supervised(src: &Path, mnt: &Path, extra: &[&str]) -> MountGuard {
     mount_supervised_with(src, mnt, extra, None)
 }
 
@@ -73,7 +29,7 @@ fn mount_supervised_with(
     mnt: &Path,
     extra: &[&str],
     failpoint: Option<String>,
-) -> Guard {
+) -> MountGuard {
     mount_fs("stackfs", Some(src), mnt, extra, failpoint)
 }
 
@@ -85,7 +41,7 @@ fn mount_fs(
     mnt: &Path,
     extra: &[&str],
     failpoint: Option<String>,
-) -> Guard {
+) -> MountGuard {
     let mut cmd = Command::new(BIN);
     cmd.args(["mount", fs]).args(src).arg(mnt).args(extra);
     if let Some(f) = failpoint {
@@ -105,9 +61,9 @@ fn mount_fs(
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {line:?}"));
     assert!(is_mounted(mnt));
-    Guard {
+    MountGuard {
         mnt: mnt.to_path_buf(),
-        supervisor,
+        daemon: supervisor,
     }
 }
 
@@ -377,7 +333,7 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     // And a plain unmount works; the supervisor then leaves.
     umount(&mnt);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(guard.supervisor) {
+    while alive(guard.daemon) {
         assert!(
             Instant::now() < deadline,
             "the supervisor outlived its mount"
@@ -395,7 +351,7 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
     let guard = mount_supervised(&src, &mnt, &["--no-recovery"]);
     let s = snapshot(&mnt);
     assert!(s.recovery.is_none(), "{s:?}");
-    assert_eq!(s.pid, guard.supervisor, "the daemon serves itself");
+    assert_eq!(s.pid, guard.daemon, "the daemon serves itself");
     drop(guard);
     assert!(!is_mounted(&mnt));
     // io_uring: not recoverable on this kernel, so served directly too.
@@ -406,7 +362,7 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
         let s = snapshot(&mnt);
         assert_eq!(s.transport, "uring", "{s:?}");
         assert!(s.recovery.is_none(), "{s:?}");
-        assert_eq!(s.pid, guard.supervisor, "the daemon serves itself");
+        assert_eq!(s.pid, guard.daemon, "the daemon serves itself");
         drop(guard);
         assert!(!is_mounted(&mnt));
     } else {

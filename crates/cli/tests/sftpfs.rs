@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fusebox_bench::remote::{DelayProxy, Sshd, SshdConfig};
 
 mod common;
-use common::{direct_preload, is_mounted, snapshot, try_snapshot, BIN};
+use common::{direct_preload, is_mounted, nobody_ok, snapshot, try_snapshot, MountGuard, BIN};
 
 /// A server with a remote directory, and a mount point.
 struct Remote {
@@ -58,7 +58,7 @@ impl Remote {
         c
     }
 
-    fn mount(&self, port: u16, extra: &str, args: &[&str]) -> Guard {
+    fn mount(&self, port: u16, extra: &str, args: &[&str]) -> MountGuard {
         let out = self.mount_cmd(port, extra, args).output().unwrap();
         assert!(
             out.status.success(),
@@ -73,7 +73,7 @@ impl Remote {
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no pid in {line:?}"));
         assert!(is_mounted(&self.mnt()));
-        Guard {
+        MountGuard {
             mnt: self.mnt(),
             daemon,
         }
@@ -81,43 +81,6 @@ impl Remote {
 }
 
 /// Aborts and unmounts on drop, even after a panic, and ends the daemon.
-struct Guard {
-    mnt: PathBuf,
-    daemon: u32,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for _ in 0..3 {
-            if !is_mounted(&self.mnt) {
-                break;
-            }
-            let _ = Command::new(BIN)
-                .args(["umount", "--abort"])
-                .arg(&self.mnt)
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while alive(self.daemon) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if alive(self.daemon) {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(self.daemon as i32).unwrap(),
-                rustix::process::Signal::KILL,
-            );
-        }
-    }
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// `sh -c script` with a time limit: a hung mount fails the test
 /// instead of hanging the suite.
 fn sh(script: &str, limit: u32) -> Output {
@@ -704,59 +667,9 @@ fn bad_input_is_one_clear_line_and_no_mount() {
     refused(&r, port, "frobnicate", "unknown option");
 }
 
-/// /dev/fuse open to every user while it lives (as on a desktop
-/// distribution), its mode restored after.
-struct FuseDeviceOpen {
-    mode: u32,
-}
-
-impl FuseDeviceOpen {
-    fn new() -> FuseDeviceOpen {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
-        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).unwrap();
-        FuseDeviceOpen { mode }
-    }
-}
-
-impl Drop for FuseDeviceOpen {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.mode));
-    }
-}
-
-/// `args` run as nobody (uid and gid 65534, no other groups).
-fn as_nobody(args: &[&str]) -> Output {
-    Command::new("timeout")
-        .args([
-            "120",
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ])
-        .args(["env", "-u", "XDG_RUNTIME_DIR", "HOME=/tmp"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn nobody_ok(args: &[&str]) -> String {
-    let out = as_nobody(args);
-    assert!(
-        out.status.success(),
-        "{args:?} as nobody: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
-    let _dev = FuseDeviceOpen::new();
+    let _dev = common::FuseDeviceOpen::new();
     let r = Remote::start("user");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(r.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -775,7 +688,7 @@ fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
     let mnt_s = mnt.to_str().unwrap();
     let out = nobody_ok(&[BIN, "mount", "sftpfs", &r.spec(), mnt_s, "-o", &opts]);
     let daemon: u32 = out.trim().rsplit(' ').next().unwrap().parse().unwrap();
-    let g = Guard {
+    let g = MountGuard {
         mnt: mnt.clone(),
         daemon,
     };
@@ -1297,7 +1210,7 @@ fn the_mount_helper_mounts_an_fstab_line() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let g = Guard {
+    let g = MountGuard {
         mnt: r.mnt(),
         daemon: snapshot(&r.mnt()).pid,
     };

@@ -56,9 +56,11 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    /// `FUSEBOX_DIRECT_INTERCEPT` = `rewrite` (the default) or `dispatch`.
+    /// `FUSEBOX_DIRECT_INTERCEPT` = `rewrite` or `dispatch`; unset,
+    /// rewrite where this user can ([`rewrite_unavailable`]), else dispatch.
     pub fn from_env() -> Result<Mechanism, InterceptError> {
         match std::env::var(MECHANISM_VAR).as_deref() {
+            Err(_) if rewrite_unavailable().is_some() => Ok(Mechanism::Dispatch),
             Err(_) | Ok("rewrite") => Ok(Mechanism::Rewrite),
             Ok("dispatch") => Ok(Mechanism::Dispatch),
             Ok(other) => Err(InterceptError::UnknownMechanism(other.to_owned())),
@@ -104,6 +106,13 @@ pub fn install(hook: Hook, mechanism: Mechanism) -> Result<(), InterceptError> {
         rewrite::enable()?;
     }
     sud::install(hook)
+}
+
+/// Why [`Mechanism::Rewrite`] cannot work for this user, if it cannot
+/// (an ordinary user where vm.mmap_min_addr is not 0): callers then choose
+/// [`Mechanism::Dispatch`].
+pub fn rewrite_unavailable() -> Option<String> {
+    rewrite::unavailable()
 }
 
 /// Whether call sites are being rewritten in this process.

@@ -180,6 +180,24 @@ pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// Why this process could not map the trampoline, if it could not: page 0
+/// needs vm.mmap_min_addr at 0, and only a user who may write that setting
+/// (root) can put it there for a moment. None: it is 0, or may be made 0.
+pub(crate) fn unavailable() -> Option<String> {
+    let min_addr = std::fs::read_to_string(MMAP_MIN_ADDR).ok()?;
+    let min_addr = min_addr.trim();
+    if min_addr == "0" {
+        return None;
+    }
+    match rustix::fs::access(MMAP_MIN_ADDR, rustix::fs::Access::WRITE_OK) {
+        Ok(()) => None,
+        Err(e) => Some(format!(
+            "call-site rewriting maps a page at address 0, which needs vm.mmap_min_addr=0 \
+             (it is {min_addr}, and this user may not change it: {e})"
+        )),
+    }
+}
+
 /// Map the trampoline and start rewriting sites as dispatch traps them.
 pub(crate) fn enable() -> Result<(), InterceptError> {
     if enabled() {

@@ -233,7 +233,7 @@ with open(p, "rb") as f:
         for (i, e) in fs::read_dir(&p).unwrap().enumerate() {
             let name = e.unwrap().file_name().into_string().unwrap();
             assert!(seen.insert(name.clone()), "{name} listed twice");
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 fs::remove_file(p.join(&name)).unwrap();
                 removed += 1;
             }
@@ -734,6 +734,89 @@ os.waitpid(pid, 0)
         }
     }
 
+    /// Files and directories renamed (and exchanged) through the mount,
+    /// then visited after enough other nodes to push them out of a small
+    /// fd cache: a node reopened by path must be found where it went.
+    pub fn moves_then_revisits(d: &Path, l: &mut Log) {
+        let dir = |i: usize| {
+            d.join(format!(
+                "{}{i}",
+                if i.is_multiple_of(2) { "n" } else { "m" }
+            ))
+        };
+        let file = |i: usize| dir(i).join(if i.is_multiple_of(2) { "f" } else { "f2" });
+        for i in 0..20 {
+            let m = d.join(format!("m{i}"));
+            fs::create_dir_all(m.join("sub")).unwrap();
+            fs::write(m.join("f"), format!("file {i}")).unwrap();
+            fs::write(m.join("sub/g"), format!("deeper {i}")).unwrap();
+        }
+        // Held open across the moves: requests made through these name
+        // the directory by node, with no lookup to say where it went.
+        let held: Vec<File> = (0..20)
+            .map(|i| File::open(d.join(format!("m{i}"))).unwrap())
+            .collect();
+        for i in 0..20usize {
+            if i.is_multiple_of(2) {
+                l.r("rename dir", fs::rename(d.join(format!("m{i}")), dir(i)));
+            } else {
+                l.r("rename file", fs::rename(dir(i).join("f"), file(i)));
+            }
+        }
+        l.rx(
+            "exchange",
+            rustix::fs::renameat_with(CWD, file(0), CWD, file(1), RenameFlags::EXCHANGE),
+        );
+        // Each other node asked for more often than the moved ones, so
+        // that a small cache's frequency-based admission keeps them.
+        for j in 0..40 {
+            let x = d.join(format!("x{j}"));
+            fs::write(&x, b"x").unwrap();
+            for mode in [0o600, 0o640, 0o644, 0o600, 0o640, 0o644, 0o600, 0o644] {
+                l.r(
+                    "chmod other",
+                    fs::set_permissions(&x, fs::Permissions::from_mode(mode)),
+                );
+            }
+        }
+        // First through the held directories, before any lookup by the
+        // new names could tell stackfs where they went.
+        for h in &held {
+            let made = rustix::fs::openat(
+                h,
+                "made-by-fd",
+                rustix::fs::OFlags::CREATE | rustix::fs::OFlags::WRONLY,
+                rustix::fs::Mode::from_raw_mode(0o644),
+            );
+            l.rx("create in held dir", made.map(|_| ()));
+            l.rx(
+                "mkdir in held dir",
+                rustix::fs::mkdirat(h, "dir-by-fd", rustix::fs::Mode::from_raw_mode(0o755)),
+            );
+        }
+        for i in 0..20 {
+            l.r(
+                "seen by name",
+                fs::metadata(dir(i).join("made-by-fd")).map(|m| m.len()),
+            );
+            l.r("read moved", fs::read_to_string(file(i)));
+            let g = dir(i).join("sub/g");
+            l.r(
+                "chmod below moved",
+                fs::set_permissions(&g, fs::Permissions::from_mode(0o640)),
+            );
+            l.r(
+                "append below moved",
+                OpenOptions::new()
+                    .append(true)
+                    .open(&g)
+                    .and_then(|mut h| h.write_all(b"+")),
+            );
+            l.r("read below moved", fs::read_to_string(&g));
+            l.r("stat below moved", fs::metadata(&g).map(|m| shape(&m)));
+        }
+    }
+
     pub fn fifty_thousand_files(d: &Path, l: &mut Log) {
         let p = d.join("many");
         fs::create_dir(&p).unwrap();
@@ -821,6 +904,11 @@ macro_rules! table {
         /// evicted nodes by handle.
         mod stackfs_small_fd_cache {
             $(#[test] fn $case() { super::run_case(super::TestMount::stackfs_small_fd_cache(), super::cases::$case) })*
+        }
+        /// stackfs as an ordinary user's daemon runs it: evicted nodes
+        /// reopened by parent and name (and a 16-fd cache, so they are).
+        mod stackfs_by_path {
+            $(#[test] fn $case() { super::run_case(super::TestMount::stackfs_by_path(), super::cases::$case) })*
         }
         /// stackfs with FUSE passthrough, over both transports.
         mod passthrough {
@@ -961,6 +1049,7 @@ conformance!(
         fifty_thousand_files,
         errno_table,
         revisit_many_nodes,
+        moves_then_revisits,
     ],
     uncached: [lseek_data_hole],
 );
@@ -982,6 +1071,68 @@ fn small_fd_cache_reopens_nodes_by_handle() {
         small >= default + 40,
         "a 16-fd cache reopened {small} times, the default one {default}: no evictions?"
     );
+}
+
+/// The stackfs, memfs and pathfs columns (each over both transports) as
+/// an ordinary user: this binary again, run as nobody, mounting through
+/// fusermount3 (without allow_other) and comparing with native directories
+/// it owns. stackfs then reopens nodes by path, as it must without
+/// CAP_DAC_READ_SEARCH.
+#[test]
+fn conformance_as_an_ordinary_user() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED conformance_as_an_ordinary_user: needs root to switch users");
+        return;
+    }
+    let _dev = common::FuseDeviceOpen::new();
+    // A copy nobody can run: the build directory may not be reachable.
+    let dir = scratch_dir("as-user");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("conformance");
+    fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = common::as_nobody(&exe)
+        .args(["--test-threads=2", "stackfs::", "memfs::", "pathfs::"])
+        .args(["--skip", "async_api", "--skip", "cached"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let passed = stdout
+        .lines()
+        .filter(|l| l.starts_with("test ") && l.ends_with(" ok"))
+        .count();
+    assert!(
+        out.status.success(),
+        "as nobody: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each filesystem over each transport, every case: not a filter that
+    // quietly matched nothing.
+    assert!(
+        passed >= 120,
+        "only {passed} cases ran as nobody:\n{stdout}"
+    );
+}
+
+/// The by-path column really reopens by path, and does so for evicted
+/// nodes (not only for the first visit of each).
+#[test]
+fn by_path_column_reopens_evicted_nodes_by_path() {
+    let m = TestMount::stackfs_by_path();
+    let fs = m.filesystem::<fusebox_examples::StackFs>();
+    assert!(fs.reopens_by_path());
+    cases::moves_then_revisits(&m.mnt, &mut Log::default());
+    let opens = fs.handle_opens();
+    assert!(opens >= 40, "only {opens} reopens by path");
+    // As root the default is by handle.
+    if rustix::process::geteuid().is_root() {
+        let root = TestMount::stackfs();
+        assert!(!root
+            .filesystem::<fusebox_examples::StackFs>()
+            .reopens_by_path());
+    }
 }
 
 /// A file read and closed through the mount is often stat'ed next: its

@@ -385,15 +385,8 @@ impl Drop for Sshd {
     }
 }
 
-/// Puts /dev/fuse's mode back as it was.
-struct DeviceMode(u32);
-
-impl Drop for DeviceMode {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
-    }
-}
+#[path = "../../cli/tests/common/fuse_device.rs"]
+mod fuse_device;
 
 #[test]
 fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
@@ -429,9 +422,7 @@ fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
     // fusermount3 opens /dev/fuse as the user: this machine's 0600 keeps
     // users out (Debian's libfuse3 fails the same way), so open it up for
     // the test and put it back after.
-    let mode = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
-    let _restore = DeviceMode(mode);
-    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).unwrap();
+    let _dev = fuse_device::FuseDeviceOpen::new();
     let lib = library_dir(s.path());
     let script = format!(
         "LD_LIBRARY_PATH={} exec squashfuse_ll -f {} {}",

@@ -64,3 +64,88 @@ pub fn snapshot(mnt: &Path) -> fusebox::stats::Snapshot {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+mod fuse_device;
+#[allow(unused_imports)] // each test file uses its own part
+pub use fuse_device::FuseDeviceOpen;
+
+/// `args` run as nobody (uid and gid 65534, no other groups), with no
+/// runtime directory of root's and a home it can write; 120 s at most.
+pub fn as_nobody(args: &[&str]) -> std::process::Output {
+    as_nobody_with(args, &[])
+}
+
+/// `as_nobody` with variables set.
+pub fn as_nobody_with(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    Command::new("timeout")
+        .args([
+            "120",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .args(["env", "-u", "XDG_RUNTIME_DIR", "HOME=/tmp"])
+        .args(vars.iter().map(|(k, v)| format!("{k}={v}")))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `as_nobody`, which must succeed: its standard output.
+pub fn nobody_ok(args: &[&str]) -> String {
+    let out = as_nobody(args);
+    assert!(
+        out.status.success(),
+        "{args:?} as nobody: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A mount a test made: aborted and unmounted on drop, even when the test
+/// failed (a blocked application thread then gets ENOTCONN instead of
+/// hanging the suite), and its daemon (the supervisor, or the server that
+/// serves itself) gone after.
+pub struct MountGuard {
+    pub mnt: std::path::PathBuf,
+    pub daemon: u32,
+}
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        // Again if the first attempt failed: a supervisor killed below
+        // with its mount still there would leave its server serving it.
+        for _ in 0..3 {
+            if !is_mounted(&self.mnt) {
+                break;
+            }
+            let _ = Command::new(BIN)
+                .args(["umount", "--abort"])
+                .arg(&self.mnt)
+                .status();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while alive(self.daemon) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if alive(self.daemon) {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(self.daemon as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+    }
+}
+
+/// Whether `pid` runs; a zombie is gone for our purposes (its status is
+/// all that is left).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}

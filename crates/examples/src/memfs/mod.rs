@@ -96,6 +96,45 @@ fn default_capacity() -> u64 {
     total.map_or(8 << 30, |kb| kb.saturating_mul(1024) / 2)
 }
 
+/// Who may change what (the kernel's setattr_prepare rules), checked here
+/// too: without default_permissions nothing checks before us, and a user's
+/// own mount must not let them give files to root. With it, the kernel has
+/// applied the same rules already.
+fn may_set(ctx: &Ctx, attr: &FileAttr, a: &SetAttr) -> FsResult<()> {
+    if ctx.uid == 0 {
+        return Ok(());
+    }
+    let owner = ctx.uid == attr.uid;
+    let in_group = |gid: u32| ctx.gid == gid || in_supplementary_groups(ctx.pid, gid);
+    if a.uid.is_some_and(|uid| !owner || uid != attr.uid) {
+        return Err(Errno::EPERM);
+    }
+    if a.gid
+        .is_some_and(|gid| !owner || (gid != attr.gid && !in_group(gid)))
+    {
+        return Err(Errno::EPERM);
+    }
+    if a.mode.is_some() && !owner {
+        return Err(Errno::EPERM);
+    }
+    let set_to = |t: Option<TimeOrNow>| matches!(t, Some(TimeOrNow::Specific(_)));
+    if (set_to(a.atime) || set_to(a.mtime)) && !owner {
+        return Err(Errno::EPERM);
+    }
+    let touch = |t: Option<TimeOrNow>| matches!(t, Some(TimeOrNow::Now));
+    if (touch(a.atime) || touch(a.mtime)) && !owner {
+        let bits = if in_group(attr.gid) {
+            attr.mode >> 3
+        } else {
+            attr.mode
+        };
+        if bits & 0o2 == 0 {
+            return Err(Errno::EACCES);
+        }
+    }
+    Ok(())
+}
+
 /// Whether process `pid` has `gid` among its supplementary groups (FUSE
 /// passes only the fsgid; libfuse reads /proc the same way).
 fn in_supplementary_groups(pid: u32, gid: u32) -> bool {
@@ -127,6 +166,10 @@ impl MemFs {
             mode: S_IFDIR | 0o755,
             nlink: 2,
             blksize: PAGE as u32,
+            // The user who runs the daemon owns the empty filesystem, as
+            // with mkdir: an ordinary user's mount is writable by them.
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
             ..FileAttr::default()
         };
         let root = Inode {
@@ -417,9 +460,10 @@ impl Filesystem for MemFs {
     fn setattr(&self, ctx: &Ctx, node: NodeId, a: &SetAttr) -> FsResult<AttrReply> {
         let mut st = self.table_mut();
         let inode = st.get_mut(node.0)?;
+        may_set(ctx, &inode.attr, a)?;
         let now = Timespec::now();
-        // The size is the only change that can fail, so it goes first and a
-        // failed request changes nothing.
+        // After the permission check, the size is the only change that can
+        // fail, so it goes first and a failed request changes nothing.
         if let Some(size) = a.size {
             let Kind::File(c) = &inode.kind else {
                 return Err(if inode.is_dir() {
@@ -438,7 +482,15 @@ impl Filesystem for MemFs {
             }
         }
         if let Some(mode) = a.mode {
-            inode.attr.mode = (inode.attr.mode & S_IFMT) | (mode & 0o7777);
+            let mut mode = mode & 0o7777;
+            // chmod(2) by an owner outside the file's group cannot set setgid.
+            if ctx.uid != 0
+                && ctx.gid != inode.attr.gid
+                && !in_supplementary_groups(ctx.pid, inode.attr.gid)
+            {
+                mode &= !S_ISGID;
+            }
+            inode.attr.mode = (inode.attr.mode & S_IFMT) | mode;
         }
         if a.uid.is_some() || a.gid.is_some() {
             inode.attr.uid = a.uid.unwrap_or(inode.attr.uid);

@@ -3,14 +3,17 @@
 //!
 //! Nodes are kernel file handles (name_to_handle_at), not open fds: the
 //! daemon serves any number of files with a bounded cache of O_PATH fds,
-//! reopening evicted ones with open_by_handle_at. Open files hold their own
-//! fd and pin their node's O_PATH fd, so an unlinked but still open file
-//! stays reachable. open_by_handle_at needs CAP_DAC_READ_SEARCH (root).
+//! reopening evicted ones with open_by_handle_at where it may (that needs
+//! CAP_DAC_READ_SEARCH, as root has), else by the parent and name each was
+//! last seen under, checked against its handle ([`Reopen`]): an ordinary
+//! user's daemon works the same, under the same fd bound. Open files hold
+//! their own fd and pin their node's O_PATH fd, so an unlinked but still
+//! open file stays reachable.
 
 pub(crate) mod dir;
 mod nodes;
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +32,7 @@ use crate::host::{
 use crate::sys;
 use dir::DirState;
 use nodes::NodeTable;
+pub use nodes::Reopen;
 
 /// Hasher of the node and handle maps. Every request hashes node ids
 /// several times; SipHash's resistance to chosen keys buys nothing for ids
@@ -89,6 +93,8 @@ pub struct StackOptions {
     /// names, attributes and negative lookups for a day (timeouts given
     /// with `-o` still win). Without it, libfuse's one second.
     pub exclusive: bool,
+    /// How nodes the fd cache let go are opened again.
+    pub reopen: Reopen,
 }
 
 impl Default for StackOptions {
@@ -97,6 +103,7 @@ impl Default for StackOptions {
             fs: FsOptions::default(),
             fd_cache: default_fd_cache(),
             exclusive: false,
+            reopen: Reopen::Auto,
         }
     }
 }
@@ -116,6 +123,19 @@ pub fn default_fd_cache() -> u64 {
     limit
         .saturating_sub((limit / 5).max(1024))
         .clamp(256, 262_144)
+}
+
+/// How a stackfs of `source` started by this process would reopen nodes
+/// with [`Reopen::Auto`]: by handle where it may, else by path.
+pub fn auto_reopen(source: &Path) -> std::io::Result<Reopen> {
+    let open = |flags| rustix::fs::open(source, flags | OFlags::CLOEXEC, Mode::empty());
+    let root = open(OFlags::PATH | OFlags::DIRECTORY)?;
+    let root_mount = open(OFlags::RDONLY | OFlags::DIRECTORY)?;
+    Ok(if nodes::handles_open(&root, &root_mount) {
+        Reopen::ByHandle
+    } else {
+        Reopen::ByPath
+    })
 }
 
 pub struct StackFs {
@@ -190,7 +210,7 @@ impl StackFs {
         });
         Ok(StackFs {
             timeouts,
-            nodes: NodeTable::new(root, root_mount, opts.fd_cache),
+            nodes: NodeTable::new(root, root_mount, opts.fd_cache, opts.reopen),
             handles: FastMap::default(),
             next_handle: AtomicU64::new(1),
             proc_self_fd,
@@ -367,15 +387,15 @@ impl StackFs {
 
     /// Look `name` up in `parent` and take a lookup reference.
     fn do_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
-        self.lookup_in(&*self.nodes.fd(parent)?, name)
+        self.lookup_in(parent, &*self.nodes.fd(parent)?, name)
     }
 
     /// `do_lookup` with the parent's fd at hand.
-    fn lookup_in(&self, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
+    fn lookup_in(&self, parent: NodeId, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
         let c = cstr(name)?;
         let st = rustix::fs::statat(pfd, &c, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
         let handle = sys::name_to_handle_at(pfd.as_fd(), &c, 0).map_err(errno)?;
-        let node = self.nodes.register(handle, &st, || {
+        let node = self.nodes.register(handle, &st, Some((parent, &c)), || {
             rustix::fs::openat(
                 pfd,
                 &c,
@@ -391,11 +411,15 @@ impl StackFs {
 
     /// Register the object `fd` refers to (any fd of it, O_PATH included),
     /// identity and attributes taken from the fd itself, and take a lookup
-    /// reference.
-    fn register_fd(&self, fd: &OwnedFd) -> FsResult<(NodeId, rustix::fs::Stat)> {
+    /// reference. `seen`: the parent and name it was opened by.
+    fn register_fd(
+        &self,
+        fd: &OwnedFd,
+        seen: Option<(NodeId, &CStr)>,
+    ) -> FsResult<(NodeId, rustix::fs::Stat)> {
         let st = rustix::fs::fstat(fd).map_err(errno)?;
         let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
-        let node = self.nodes.register(handle, &st, || {
+        let node = self.nodes.register(handle, &st, seen, || {
             rustix::fs::openat(
                 &self.proc_self_fd,
                 proc_name(fd),
@@ -413,28 +437,35 @@ impl StackFs {
     /// CREATE inside a new directory, the SETATTR of tar or `cp -p`), and
     /// opening it by name now costs less than reopening it by handle then
     /// (see `NodeTable::cache_has_room` for why only while there is room).
-    fn lookup_made(&self, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
+    fn lookup_made(&self, parent: NodeId, pfd: &OwnedFd, name: &OsStr) -> FsResult<Entry> {
         if !self.nodes.cache_has_room() {
-            return self.lookup_in(pfd, name);
+            return self.lookup_in(parent, pfd, name);
         }
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(pfd, &cstr(name)?, flags, Mode::empty()) {
+        let c = cstr(name)?;
+        let fd = match rustix::fs::openat(pfd, &c, flags, Mode::empty()) {
             Ok(fd) => keep(fd),
             // Near the fd limit: do without the cache rather than fail the
             // call after the object was made.
             Err(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE) => {
-                return self.lookup_in(pfd, name)
+                return self.lookup_in(parent, pfd, name)
             }
             Err(e) => return Err(errno(e)),
         };
-        let (node, st) = self.register_fd(&fd)?;
+        let (node, st) = self.register_fd(&fd, Some((parent, &c)))?;
         self.nodes.keep_fd(node, Arc::new(fd));
         Ok(Entry::new(node, FileAttr::from(&st), self.t()))
     }
 
-    /// Opens from a file handle so far (nodes the cache did not hold).
+    /// Reopens of nodes the cache did not hold so far, by handle or by path.
     pub fn handle_opens(&self) -> u64 {
         self.nodes.handle_opens()
+    }
+
+    /// Whether nodes the cache let go are reopened by path ([`Reopen`]):
+    /// this process may not open files from their handles.
+    pub fn reopens_by_path(&self) -> bool {
+        self.nodes.by_path()
     }
 
     /// Open `node` with `flags`: through /proc from an fd already held, or
@@ -580,7 +611,7 @@ impl Filesystem for StackFs {
         let pfd = self.nodes.fd(parent)?;
         let (c, t) = (cstr(name)?, cstr(target)?);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::symlinkat(&t, &*pfd, &c)).map_err(errno)?;
-        self.lookup_made(&pfd, name)
+        self.lookup_made(parent, &pfd, name)
     }
 
     fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mknod) -> FsResult<Entry> {
@@ -592,7 +623,7 @@ impl Filesystem for StackFs {
             rustix::fs::mknodat(&*pfd, &c, kind, mode, a.rdev as u64)
         })
         .map_err(errno)?;
-        self.lookup_made(&pfd, name)
+        self.lookup_made(parent, &pfd, name)
     }
 
     fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, a: &Mkdir) -> FsResult<Entry> {
@@ -600,7 +631,7 @@ impl Filesystem for StackFs {
         let c = cstr(name)?;
         let mode = Mode::from_raw_mode(a.mode & 0o7777);
         sys::as_caller(ctx.uid, ctx.gid, || rustix::fs::mkdirat(&*pfd, &c, mode)).map_err(errno)?;
-        self.lookup_made(&pfd, name)
+        self.lookup_made(parent, &pfd, name)
     }
 
     fn unlink(&self, _: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
@@ -617,8 +648,13 @@ impl Filesystem for StackFs {
         let from = self.nodes.fd(r.parent)?;
         let to = self.nodes.fd(r.new_parent)?;
         let flags = rustix::fs::RenameFlags::from_bits(r.flags).ok_or(Errno::EINVAL)?;
-        rustix::fs::renameat_with(&*from, &cstr(r.name)?, &*to, &cstr(r.new_name)?, flags)
-            .map_err(errno)
+        let (name, new_name) = (cstr(r.name)?, cstr(r.new_name)?);
+        rustix::fs::renameat_with(&*from, &name, &*to, &new_name, flags).map_err(errno)?;
+        self.nodes.renamed(r.new_parent, &to, &new_name);
+        if flags.contains(rustix::fs::RenameFlags::EXCHANGE) {
+            self.nodes.renamed(r.parent, &from, &name);
+        }
+        Ok(())
     }
 
     fn link(&self, _: &Ctx, node: NodeId, new_parent: NodeId, new_name: &OsStr) -> FsResult<Entry> {
@@ -635,6 +671,29 @@ impl Filesystem for StackFs {
 
     fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
         self.nodes.restore(node, key, nlookup)
+    }
+
+    /// Reopening by path keys nodes by their place, which a rename moves.
+    fn track_key_changes(&self, changes: fusebox::recovery::KeyChanges) {
+        self.nodes.track_key_changes(changes);
+    }
+
+    /// A rename the previous server made before it died: the moved nodes'
+    /// places are read from the source, which has the rename whether or
+    /// not it was answered.
+    fn applied_before_crash(&self, change: &fusebox::recovery::AppliedChange<'_>) {
+        let fusebox::recovery::AppliedChange::Renamed(r) = change else {
+            return;
+        };
+        let mut moved = vec![(r.new_parent, r.new_name)];
+        if r.flags & libc::RENAME_EXCHANGE != 0 {
+            moved.push((r.parent, r.name));
+        }
+        for (dir, name) in moved {
+            if let (Ok(fd), Ok(name)) = (self.nodes.fd(dir), cstr(name)) {
+                self.nodes.renamed(dir, &fd, &name);
+            }
+        }
     }
 
     /// Reopen by handle with the flags of the original open, less those
@@ -750,7 +809,7 @@ impl Filesystem for StackFs {
         })
     }
 
-    fn readdirplus(&self, _: &Ctx, _: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
+    fn readdirplus(&self, _: &Ctx, node: NodeId, a: &Read, out: &mut DirEntries) -> FsResult<()> {
         let h = self.file(a.fh)?;
         let Handle::Dir { state } = &*h else {
             return Err(Errno::ENOTDIR);
@@ -767,7 +826,7 @@ impl Filesystem for StackFs {
             if !out.has_room(name) {
                 return false;
             }
-            match self.lookup_in(&dir, name) {
+            match self.lookup_in(node, &dir, name) {
                 Ok(e) => {
                     let added = out.push_plus(&e, next, name);
                     if !added {
@@ -886,7 +945,7 @@ impl Filesystem for StackFs {
                 .map_err(errno)
         })?;
         // The node is the file just opened, whatever the name holds by now.
-        let (node, st) = self.register_fd(&fd.fd)?;
+        let (node, st) = self.register_fd(&fd.fd, Some((parent, &c)))?;
         let fd = fd.kept(&st);
         // The kernel only learns of the entry if we succeed: on failure give
         // the lookup reference back, or the node leaks.
@@ -917,7 +976,7 @@ impl Filesystem for StackFs {
             })
             .map_err(errno)
         })?;
-        let (node, st) = self.register_fd(&file.fd)?;
+        let (node, st) = self.register_fd(&file.fd, None)?;
         let opened = match self.finish_open(node, file.kept(&st), a.flags) {
             Ok(o) => o,
             Err(e) => {

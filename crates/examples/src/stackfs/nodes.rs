@@ -1,6 +1,13 @@
 //! The node table: node id <-> kernel file handle, with lookup counts and a
 //! bounded cache of O_PATH fds.
 //!
+//! A node whose fd the cache let go is opened again one of two ways
+//! ([`Reopen`]): from its handle with open_by_handle_at, which needs
+//! CAP_DAC_READ_SEARCH, or, for an ordinary user, by name from the parent
+//! and name it was last seen under, the result checked against the handle
+//! so that a name now holding another file answers ESTALE rather than
+//! reaching it.
+//!
 //! A node's cached fd lives in the node itself, so a hit (every GETATTR,
 //! SETATTR, LOOKUP in a directory) costs one map lookup and one uncontended
 //! lock. The moka cache decides only which nodes may keep one: it holds
@@ -8,18 +15,22 @@
 //! not tell moka (that cost ~0.5 us per request in a profile of stat), so
 //! nodes leave in the order they came in, weighed by how often they came.
 
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::mapref::entry::Entry as MapEntry;
 use fusebox::protocol::BackingId;
+use fusebox::recovery::KeyChanges;
 use fusebox::{Errno, FsResult, NodeId};
+use rustix::fs::{Mode, OFlags};
 
 use super::{FastMap, Hasher};
 use crate::sys::{self, KernelHandle};
 
 struct Node {
+    id: u64,
     handle: KernelHandle,
     dev: u64,
     symlink: bool,
@@ -51,12 +62,85 @@ struct Pin {
     /// Taken (closed) at once by eviction and by `forget`: an fd kept
     /// longer keeps a deleted file's space allocated.
     path: Option<Arc<OwnedFd>>,
+    /// Where the node was last seen by name (kept when reopening by path).
+    place: Option<Place>,
 }
+
+/// How nodes whose fd the cache let go are opened again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reopen {
+    /// From the handle where this process may (CAP_DAC_READ_SEARCH, as
+    /// root has), else by path: probed once at start.
+    #[default]
+    Auto,
+    /// open_by_handle_at: one syscall, and a file renamed behind the
+    /// daemon's back is still found.
+    ByHandle,
+    /// openat from the parent, checked against the handle: works for any
+    /// user. A file renamed in the source (not through the mount) is lost
+    /// until it is looked up again.
+    ByPath,
+}
+
+/// A parent directory and a name in it.
+#[derive(Clone)]
+struct Place {
+    parent: Parent,
+    name: CString,
+}
+
+#[derive(Clone)]
+enum Parent {
+    /// The source's root directory.
+    Root,
+    /// Held, not merely named: a parent the kernel has forgotten stays
+    /// reachable while a node it still knows was seen in it.
+    Node(Arc<Node>),
+    /// Restored from a previous server's ledger: found by id at first use.
+    Restored(u64),
+}
+
+impl Parent {
+    fn id(&self) -> u64 {
+        match self {
+            Parent::Root => NodeId::ROOT.0,
+            Parent::Node(n) => n.id,
+            Parent::Restored(id) => *id,
+        }
+    }
+
+    fn is(&self, other: &Parent) -> bool {
+        match (self, other) {
+            (Parent::Node(a), Parent::Node(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.id() == b.id(),
+        }
+    }
+}
+
+/// The first bytes of a key made by path (a handle key starts with the
+/// device number, and no device is all ones).
+const PATH_KEY: [u8; 8] = [0xff; 8];
 
 impl Pin {
     /// The fd the node can be reached by: an open file, else the cached one.
     fn any_fd(&self) -> Option<Arc<OwnedFd>> {
         self.fd.as_ref().or(self.path.as_ref()).cloned()
+    }
+
+    /// The node was seen at `place`; true if that is not where it was.
+    fn settle(&mut self, place: Place) -> bool {
+        let same = self
+            .place
+            .as_ref()
+            .is_some_and(|p| p.parent.is(&place.parent) && p.name == place.name);
+        self.place = Some(place);
+        !same
+    }
+}
+
+impl Node {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pin> {
+        self.pin.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -76,13 +160,37 @@ pub struct NodeTable {
     handle_opens: AtomicU64,
     /// Any fd on each device, for open_by_handle_at's mount argument.
     mount_fds: FastMap<u64, Arc<OwnedFd>>,
+    by_path: bool,
+    /// /proc/self/fd, to open an O_PATH fd found by path with real flags.
+    proc_self_fd: Option<OwnedFd>,
+    /// The recovery ledger's, told when a node's place (its key) moves.
+    key_changes: OnceLock<KeyChanges>,
 }
 
 impl NodeTable {
     /// `root_mount` must be a real (not O_PATH) fd: open_by_handle_at
     /// refuses O_PATH fds as its mount argument.
-    pub fn new(root: OwnedFd, root_mount: OwnedFd, fd_cache: u64) -> NodeTable {
+    pub fn new(root: OwnedFd, root_mount: OwnedFd, fd_cache: u64, reopen: Reopen) -> NodeTable {
         reserve_fd_table(&root, fd_cache + FD_HEADROOM);
+        let by_path = match reopen {
+            Reopen::ByHandle => false,
+            Reopen::ByPath => true,
+            Reopen::Auto => !handles_open(&root, &root_mount),
+        };
+        if by_path {
+            tracing::debug!("stackfs reopens nodes by path (open_by_handle_at not permitted)");
+        }
+        let proc_self_fd = by_path
+            .then(|| {
+                rustix::fs::open(
+                    "/proc/self/fd",
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()
+            })
+            .flatten()
+            .map(fusebox::descriptors::keep);
         let root = Arc::new(root);
         let mount_fds = FastMap::default();
         if let Ok(st) = rustix::fs::fstat(&root_mount) {
@@ -104,52 +212,130 @@ impl NodeTable {
                         .upgrade()
                         .and_then(|m| m.get(&*id).map(|n| n.clone()));
                     if let Some(n) = node {
-                        n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
+                        n.lock().path.take();
                     }
                 })
                 .build_with_hasher(Hasher::default()),
             handle_opens: AtomicU64::new(0),
             mount_fds,
+            by_path,
+            proc_self_fd,
+            key_changes: OnceLock::new(),
         }
     }
 
+    /// Whether evicted nodes are reopened by path (see [`Reopen`]).
+    pub fn by_path(&self) -> bool {
+        self.by_path
+    }
+
+    /// Report later key changes (nodes reopened by path are keyed by
+    /// their place) to the recovery ledger.
+    pub fn track_key_changes(&self, changes: KeyChanges) {
+        let _ = self.key_changes.set(changes);
+    }
+
     /// Find or add the node for `handle` and take one lookup reference.
+    /// `seen` is where it was found by name (None for an O_TMPFILE).
     /// `open_mount_fd` opens a real fd of it, needed only for a device seen
-    /// for the first time (the root of a filesystem mounted in the source).
+    /// for the first time (the root of a filesystem mounted in the source)
+    /// when reopening by handle.
     pub fn register(
         &self,
         handle: KernelHandle,
         st: &rustix::fs::Stat,
+        seen: Option<(NodeId, &CStr)>,
         open_mount_fd: impl FnOnce() -> FsResult<OwnedFd>,
     ) -> FsResult<NodeId> {
         let dev = st.st_dev;
-        match self.by_handle.entry((dev, handle.clone())) {
+        let place = match seen {
+            Some((parent, name)) if self.by_path => Some(Place {
+                parent: self.parent(parent)?,
+                name: name.to_owned(),
+            }),
+            _ => None,
+        };
+        let (id, moved) = match self.by_handle.entry((dev, handle.clone())) {
             MapEntry::Occupied(o) => {
                 let id = *o.get();
+                let mut moved = false;
                 if let Some(n) = self.nodes.get(&id) {
                     n.nlookup.fetch_add(1, Ordering::AcqRel);
+                    if let Some(place) = place {
+                        moved = n.lock().settle(place);
+                    }
                 }
-                Ok(NodeId(id))
+                (id, moved)
             }
             MapEntry::Vacant(v) => {
-                if !self.mount_fds.contains_key(&dev) {
+                if !self.by_path && !self.mount_fds.contains_key(&dev) {
                     let fd = fusebox::descriptors::keep(open_mount_fd()?);
                     self.mount_fds.insert(dev, Arc::new(fd));
                 }
                 let id = self.next.fetch_add(1, Ordering::Relaxed);
                 let node = Node {
+                    id,
                     handle,
                     dev,
                     symlink: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
                     nlookup: AtomicU64::new(1),
                     missed: AtomicBool::new(false),
-                    pin: Mutex::new(Pin::default()),
+                    pin: Mutex::new(Pin {
+                        place,
+                        ..Pin::default()
+                    }),
                 };
                 self.nodes.insert(id, Arc::new(node));
                 v.insert(id);
-                Ok(NodeId(id))
+                (id, false)
             }
+        };
+        if moved {
+            self.key_changed(NodeId(id));
         }
+        Ok(NodeId(id))
+    }
+
+    /// `name` in `dir` was renamed onto by this mount (or found so after a
+    /// crash): the node it now holds, if known, is to be reopened there.
+    pub fn renamed(&self, dir: NodeId, dir_fd: &OwnedFd, name: &CStr) {
+        if !self.by_path {
+            return;
+        }
+        let Ok(st) = rustix::fs::statat(dir_fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+            return;
+        };
+        let Ok(handle) = sys::name_to_handle_at(dir_fd.as_fd(), name, 0) else {
+            return;
+        };
+        let Some(id) = self.by_handle.get(&(st.st_dev, handle)).map(|v| *v) else {
+            return;
+        };
+        let (Some(n), Ok(parent)) = (self.nodes.get(&id).map(|n| n.clone()), self.parent(dir))
+        else {
+            return;
+        };
+        let place = Place {
+            parent,
+            name: name.to_owned(),
+        };
+        if n.lock().settle(place) {
+            self.key_changed(NodeId(id));
+        }
+    }
+
+    fn key_changed(&self, node: NodeId) {
+        if let Some(changes) = self.key_changes.get() {
+            changes.changed(node);
+        }
+    }
+
+    /// `id` as the parent of a place.
+    fn parent(&self, id: NodeId) -> FsResult<Parent> {
+        if id == NodeId::ROOT {
+            return Ok(Parent::Root);
+        }
+        Ok(Parent::Node(self.node(id)?))
     }
 
     fn node(&self, id: NodeId) -> FsResult<Arc<Node>> {
@@ -173,7 +359,7 @@ impl NodeTable {
             return Ok(self.root.clone());
         }
         let n = self.node(id)?;
-        if let Some(fd) = n.pin.lock().unwrap_or_else(|p| p.into_inner()).any_fd() {
+        if let Some(fd) = n.lock().any_fd() {
             return Ok(fd);
         }
         let fd = Arc::new(self.open_node(&n, libc::O_PATH | libc::O_CLOEXEC)?);
@@ -190,7 +376,7 @@ impl NodeTable {
             return Ok(Some(self.root.clone()));
         }
         let n = self.node(id)?;
-        let fd = n.pin.lock().unwrap_or_else(|p| p.into_inner()).any_fd();
+        let fd = n.lock().any_fd();
         Ok(fd)
     }
 
@@ -201,6 +387,19 @@ impl NodeTable {
     }
 
     fn open_node(&self, n: &Node, flags: i32) -> FsResult<OwnedFd> {
+        if self.by_path {
+            self.handle_opens.fetch_add(1, Ordering::Relaxed);
+            let fd = self.find_by_path(n)?;
+            if flags & libc::O_PATH != 0 {
+                return Ok(fd);
+            }
+            let proc = self.proc_self_fd.as_ref().ok_or(Errno(libc::ESTALE))?;
+            let name = rustix::path::DecInt::from_fd(&fd);
+            let flags = OFlags::from_bits_retain(flags as _) | OFlags::CLOEXEC;
+            return rustix::fs::openat(proc, name.as_c_str(), flags, Mode::empty())
+                .map(fusebox::descriptors::keep)
+                .map_err(Errno::from);
+        }
         let mount = self
             .mount_fds
             .get(&n.dev)
@@ -215,6 +414,56 @@ impl NodeTable {
         .map(fusebox::descriptors::keep)
     }
 
+    /// An O_PATH fd of `n` opened from its parent by the name it was last
+    /// seen under, checked to be the same file (same handle).
+    fn find_by_path(&self, n: &Node) -> FsResult<OwnedFd> {
+        let place = n.lock().place.clone().ok_or(Errno(libc::ESTALE))?;
+        let dir = match &place.parent {
+            Parent::Root => self.root.clone(),
+            Parent::Node(p) => self.parent_fd(p)?,
+            Parent::Restored(id) => {
+                let p = self.node(NodeId(*id))?;
+                let fd = self.parent_fd(&p)?;
+                let mut pin = n.lock();
+                if let Some(Place { parent, .. }) = pin.place.as_mut() {
+                    if parent.id() == *id {
+                        *parent = Parent::Node(p);
+                    }
+                }
+                fd
+            }
+        };
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let open = || rustix::fs::openat(&*dir, &place.name, flags, Mode::empty());
+        let fd = match open() {
+            Err(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE) if self.shed() > 0 => open(),
+            r => r,
+        }
+        // The name is gone: so is this node, as far as a path can tell.
+        .map_err(|_| Errno(libc::ESTALE))?;
+        let fd = fusebox::descriptors::keep(fd);
+        let st = rustix::fs::fstat(&fd).map_err(Errno::from)?;
+        let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH)
+            .map_err(|_| Errno(libc::ESTALE))?;
+        if st.st_dev != n.dev || handle != n.handle {
+            return Err(Errno(libc::ESTALE));
+        }
+        Ok(fd)
+    }
+
+    /// An fd of directory `p`: the cache's while `p` is a node the kernel
+    /// knows, else one found by path for this walk only.
+    fn parent_fd(&self, p: &Arc<Node>) -> FsResult<Arc<OwnedFd>> {
+        let known = self.nodes.get(&p.id).is_some_and(|n| Arc::ptr_eq(&n, p));
+        if known {
+            return self.fd(NodeId(p.id));
+        }
+        if let Some(fd) = p.lock().any_fd() {
+            return Ok(fd);
+        }
+        Ok(Arc::new(self.find_by_path(p)?))
+    }
+
     /// The process ran out of fds: close an eighth of the cached ones
     /// (at least one) so the open that failed can be retried. Returns how
     /// many were closed.
@@ -224,13 +473,7 @@ impl NodeTable {
         let mut closed = 0;
         for id in victims {
             if let Some(n) = self.nodes.get(&*id) {
-                if n.pin
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .path
-                    .take()
-                    .is_some()
-                {
+                if n.lock().path.take().is_some() {
                     closed += 1;
                 }
             }
@@ -258,22 +501,19 @@ impl NodeTable {
     pub fn wants_fd(&self, id: NodeId) -> bool {
         id != NodeId::ROOT
             && self.cache_has_room()
-            && self.nodes.get(&id.0).is_some_and(|n| {
-                n.pin
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .path
-                    .is_none()
-            })
+            && self
+                .nodes
+                .get(&id.0)
+                .is_some_and(|n| n.lock().path.is_none())
     }
 
     fn cache(&self, id: NodeId, n: &Node, fd: Arc<OwnedFd>) {
-        n.pin.lock().unwrap_or_else(|p| p.into_inner()).path = Some(fd);
+        n.lock().path = Some(fd);
         self.fd_cache.insert(id.0, ());
         // A FORGET between the node lookup and here removed the node from
         // the map but found no fd to take: take it now.
         if !self.nodes.contains_key(&id.0) {
-            n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
+            n.lock().path.take();
             self.fd_cache.invalidate(&id.0);
         }
     }
@@ -303,7 +543,7 @@ impl NodeTable {
             return Ok(());
         }
         let n = self.node(id)?;
-        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pin = n.lock();
         pin.opens += 1;
         pin.fd.get_or_insert(file);
         Ok(())
@@ -312,7 +552,7 @@ impl NodeTable {
     /// The node's pinned open file, if it has one.
     pub fn open_file(&self, id: NodeId) -> Option<Arc<OwnedFd>> {
         let n = self.nodes.get(&id.0)?.clone();
-        let pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        let pin = n.lock();
         pin.fd.clone()
     }
 
@@ -322,7 +562,7 @@ impl NodeTable {
         let Ok(n) = self.node(id) else {
             return Unpinned::default();
         };
-        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pin = n.lock();
         pin.opens = pin.opens.saturating_sub(1);
         if pin.opens == 0 {
             return Unpinned {
@@ -341,7 +581,7 @@ impl NodeTable {
         open: impl FnOnce() -> std::io::Result<BackingId>,
     ) -> FsResult<BackingId> {
         let n = self.node(id)?;
-        let mut pin = n.pin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pin = n.lock();
         if let Some(b) = pin.backing {
             return Ok(b);
         }
@@ -379,7 +619,7 @@ impl NodeTable {
             // both, and takes both back if this runs in between); moka's
             // invalidate costs a garbage-collection flush even for a key it
             // does not hold, on every forget.
-            let kept = n.pin.lock().unwrap_or_else(|p| p.into_inner()).path.take();
+            let kept = n.lock().path.take();
             if kept.is_some() {
                 self.fd_cache.invalidate(&id.0);
             }
@@ -387,37 +627,54 @@ impl NodeTable {
     }
 
     /// What finds `id` again in another process: its device, whether it
-    /// is a symlink, and its kernel file handle.
+    /// is a symlink, and its kernel file handle; when reopening by path,
+    /// also its parent's id and its name there.
     pub fn key(&self, id: NodeId) -> Option<Vec<u8>> {
         let n = self.nodes.get(&id.0)?.clone();
-        let mut k = Vec::with_capacity(13 + n.handle.bytes().len());
+        let mut k = Vec::with_capacity(64 + n.handle.bytes().len());
+        if self.by_path {
+            let place = n.lock().place.clone()?;
+            let name = place.name.as_bytes();
+            k.extend_from_slice(&PATH_KEY);
+            k.extend_from_slice(&place.parent.id().to_le_bytes());
+            k.extend_from_slice(&u16::try_from(name.len()).ok()?.to_le_bytes());
+            k.extend_from_slice(name);
+        }
         k.extend_from_slice(&n.dev.to_le_bytes());
         k.extend_from_slice(&n.handle.handle_type().to_le_bytes());
         k.push(n.symlink as u8);
         k.extend_from_slice(n.handle.bytes());
-        Some(k)
+        (k.len() <= fusebox::recovery::state::MAX_KEY).then_some(k)
     }
 
     /// Take back a node an earlier server gave the kernel (recovery). Its
     /// file is not opened now: the first request for it does that, and a
     /// file deleted meanwhile answers ESTALE then.
     pub fn restore(&self, id: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {
-        let bad = || Errno::EINVAL;
-        let dev = u64::from_le_bytes(
-            key.get(..8)
-                .ok_or_else(bad)?
-                .try_into()
-                .map_err(|_| bad())?,
-        );
-        let typ = i32::from_le_bytes(
-            key.get(8..12)
-                .ok_or_else(bad)?
-                .try_into()
-                .map_err(|_| bad())?,
-        );
-        let symlink = *key.get(12).ok_or_else(bad)? != 0;
-        let handle = KernelHandle::from_parts(typ, &key[13..]);
-        if !self.mount_fds.contains_key(&dev) {
+        let mut key = Bytes(key);
+        let place = if key.0.starts_with(&PATH_KEY) {
+            key.take(PATH_KEY.len())?;
+            let parent = u64::from_le_bytes(key.array()?);
+            let len = u16::from_le_bytes(key.array()?) as usize;
+            let name = CString::new(key.take(len)?).map_err(|_| Errno::EINVAL)?;
+            let parent = match parent {
+                p if p == NodeId::ROOT.0 => Parent::Root,
+                p => Parent::Restored(p),
+            };
+            Some(Place { parent, name })
+        } else {
+            None
+        };
+        // A server that reopens by handle cannot use a key made by path,
+        // nor the other way round (the two never alternate for one user).
+        if place.is_some() != self.by_path {
+            return Err(Errno(libc::ESTALE));
+        }
+        let dev = u64::from_le_bytes(key.array()?);
+        let typ = i32::from_le_bytes(key.array()?);
+        let symlink = key.array::<1>()?[0] != 0;
+        let handle = KernelHandle::from_parts(typ, key.0);
+        if !self.by_path && !self.mount_fds.contains_key(&dev) {
             // A filesystem mounted inside the source, found by a lookup
             // the previous server made: not reachable from here.
             return Err(Errno(libc::ESTALE));
@@ -427,12 +684,16 @@ impl NodeTable {
         self.nodes.insert(
             id.0,
             Arc::new(Node {
+                id: id.0,
                 handle,
                 dev,
                 symlink,
                 nlookup: AtomicU64::new(nlookup),
                 missed: AtomicBool::new(false),
-                pin: Mutex::new(Pin::default()),
+                pin: Mutex::new(Pin {
+                    place,
+                    ..Pin::default()
+                }),
             }),
         );
         Ok(())
@@ -442,11 +703,7 @@ impl NodeTable {
     /// still holds for it.
     pub fn restore_backing(&self, id: NodeId, backing: BackingId) -> FsResult<()> {
         let n = self.node(id)?;
-        n.pin
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .backing
-            .get_or_insert(backing);
+        n.lock().backing.get_or_insert(backing);
         Ok(())
     }
 
@@ -454,6 +711,34 @@ impl NodeTable {
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
+}
+
+/// A key being read, front to back; running short is EINVAL.
+struct Bytes<'a>(&'a [u8]);
+
+impl<'a> Bytes<'a> {
+    fn take(&mut self, n: usize) -> FsResult<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(Errno::EINVAL);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> FsResult<[u8; N]> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+}
+
+/// Whether this process may open files from their handles (open_by_handle_at
+/// needs CAP_DAC_READ_SEARCH in the source's user namespace).
+pub(crate) fn handles_open(root: &OwnedFd, root_mount: &OwnedFd) -> bool {
+    sys::name_to_handle_at(root.as_fd(), c"", libc::AT_EMPTY_PATH)
+        .and_then(|h| {
+            sys::open_by_handle_at(root_mount.as_fd(), &h, libc::O_PATH | libc::O_CLOEXEC)
+        })
+        .is_ok()
 }
 
 /// Fds the process is expected to hold beyond the cache: open files, the
@@ -497,7 +782,7 @@ mod tests {
         let open = || {
             rustix::fs::open("/", rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty()).unwrap()
         };
-        let _table = NodeTable::new(open(), open(), 8192);
+        let _table = NodeTable::new(open(), open(), 8192, Reopen::ByHandle);
         let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
@@ -519,6 +804,7 @@ mod tests {
             open(dir.path(), rustix::fs::OFlags::PATH),
             open(dir.path(), rustix::fs::OFlags::RDONLY),
             64,
+            Reopen::ByHandle,
         );
         for i in 0..16 {
             let p = dir.path().join(format!("f{i}"));
@@ -527,7 +813,7 @@ mod tests {
             let st = rustix::fs::fstat(&fd).unwrap();
             let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).unwrap();
             let id = table
-                .register(handle, &st, || unreachable!("device known"))
+                .register(handle, &st, None, || unreachable!("device known"))
                 .unwrap();
             table.keep_fd(id, Arc::new(fd));
         }

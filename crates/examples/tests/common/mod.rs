@@ -123,9 +123,16 @@ pub fn two_threads_per_queue() -> SessionConfig {
     }
 }
 
+/// allow_other for root (pjdfstest-like checks switch users); an ordinary
+/// user (`as_ordinary_user` runs this binary as one) mounts for itself, as
+/// fusermount3 allows without user_allow_other.
 pub fn test_options() -> Options {
     let mut o = Options::default();
-    o.apply("allow_other,default_permissions").unwrap();
+    if rustix::process::geteuid().is_root() {
+        o.apply("allow_other,default_permissions").unwrap();
+    } else {
+        o.apply("default_permissions").unwrap();
+    }
     o
 }
 
@@ -224,6 +231,15 @@ impl TestMount {
     /// its node evicted and reopens it from its file handle.
     pub fn stackfs_small_fd_cache() -> TestMount {
         Self::stackfs_configured(Transport::Classic, &test_options(), |o| o.fd_cache = 16)
+    }
+
+    /// stackfs reopening evicted nodes by path, as without
+    /// CAP_DAC_READ_SEARCH, with the 16-fd cache of `stackfs_small_fd_cache`.
+    pub fn stackfs_by_path() -> TestMount {
+        Self::stackfs_configured(Transport::Classic, &test_options(), |o| {
+            o.fd_cache = 16;
+            o.reopen = fusebox_examples::stackfs::Reopen::ByPath;
+        })
     }
 
     fn stackfs_configured(
@@ -378,4 +394,30 @@ impl Drop for TestMount {
         // Session's drop unmounts, waits for the workers, aborts if needed.
         drop(self.session.take());
     }
+}
+
+#[path = "../../../cli/tests/common/fuse_device.rs"]
+mod fuse_device;
+#[allow(unused_imports)] // each test file uses its own part
+pub use fuse_device::FuseDeviceOpen;
+
+/// The uid tests run ordinary-user checks as.
+pub const NOBODY: u32 = 65534;
+
+/// A command run as nobody (uid and gid 65534, no other groups), with a
+/// home it can write and no runtime directory of root's.
+pub fn as_nobody(program: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        "env",
+        "-u",
+        "XDG_RUNTIME_DIR",
+        "HOME=/tmp",
+    ])
+    .arg(program);
+    c
 }
