@@ -118,7 +118,7 @@ pub enum Error {
         mountpoint: PathBuf,
         source: io::Error,
     },
-    #[error("mountpoint {0} does not exist or is not a directory")]
+    #[error("mountpoint {0} does not exist or is neither a directory nor a regular file")]
     BadMountpoint(PathBuf),
     #[error("invalid mount option {option:?}: {reason}")]
     BadOption { option: String, reason: String },

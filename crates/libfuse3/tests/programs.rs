@@ -478,3 +478,88 @@ fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
     ]));
     m.wait_exit();
 }
+
+/// A libfuse program whose root is a regular file, mounted on a regular
+/// file (as programs that export one image as one file are): Debian's
+/// libfuse3 serves it, and so must the drop-in, with the same bytes.
+const FILE_ROOT: &str = r#"
+#define FUSE_USE_VERSION 31
+#include <fuse.h>
+#include <errno.h>
+#include <string.h>
+
+static const char text[] = "the root of this filesystem is a file\n";
+
+static int fr_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
+    (void)fi;
+    if (strcmp(path, "/") != 0) return -ENOENT;
+    memset(st, 0, sizeof *st);
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = sizeof text - 1;
+    return 0;
+}
+
+static int fr_read(const char *path, char *buf, size_t size, off_t off,
+                   struct fuse_file_info *fi) {
+    (void)path; (void)fi;
+    size_t len = sizeof text - 1;
+    if ((size_t)off >= len) return 0;
+    if (off + size > len) size = len - off;
+    memcpy(buf, text + off, size);
+    return (int)size;
+}
+
+static const struct fuse_operations ops = { .getattr = fr_getattr, .read = fr_read };
+
+int main(int argc, char *argv[]) { return fuse_main(argc, argv, &ops, NULL); }
+"#;
+
+#[test]
+fn a_file_rooted_filesystem_mounts_on_a_regular_file_as_with_debians_libfuse3() {
+    let Some(_) = which("gcc") else {
+        return skip("gcc");
+    };
+    let s = scratch("file-root");
+    let src = s.path().join("file_root.c");
+    std::fs::write(&src, FILE_ROOT).unwrap();
+    let exe = s.path().join("file_root");
+    run(Command::new("gcc")
+        .args(["-I/usr/include/fuse3", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lfuse3"));
+    let want = "the root of this filesystem is a file\n";
+    // Debian's library, as linked.
+    let debian_mnt = s.path().join("debian-image");
+    std::fs::write(&debian_mnt, "the file underneath\n").unwrap();
+    let mut debian = Command::new(&exe)
+        .arg("-f")
+        .arg(&debian_mnt)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fusebox::mount::fuse_mount_at(&debian_mnt).is_none() {
+        if std::time::Instant::now() > deadline || debian.try_wait().unwrap().is_some() {
+            let _ = debian.kill();
+            panic!("Debian's libfuse3 did not mount on a regular file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let debian_read = std::fs::read_to_string(&debian_mnt);
+    let _ = Command::new("umount").arg(&debian_mnt).status();
+    let _ = debian.wait();
+    assert_eq!(debian_read.unwrap(), want, "Debian's libfuse3");
+    // The drop-in.
+    let mnt = s.path().join("image");
+    std::fs::write(&mnt, "the file underneath\n").unwrap();
+    let m = Mounted::start(Command::new(&exe).arg("-f").arg(&mnt), &mnt);
+    assert_eq!(std::fs::read_to_string(&mnt).unwrap(), want);
+    assert!(std::fs::metadata(&mnt).unwrap().is_file());
+    m.unmount();
+    assert_eq!(
+        std::fs::read_to_string(&mnt).unwrap(),
+        "the file underneath\n"
+    );
+}

@@ -68,7 +68,14 @@ impl Mount {
     pub fn new(mountpoint: &Path, opts: &MountOptions) -> Result<Mount, Error> {
         let mountpoint = std::fs::canonicalize(mountpoint)
             .map_err(|_| Error::BadMountpoint(mountpoint.into()))?;
-        if !mountpoint.is_dir() {
+        // What libfuse accepts: a directory, or a regular file for a
+        // filesystem whose root is one (a disk image exported as one file,
+        // mounted on the image's own path). The kernel then requires the
+        // root's type to match the mountpoint's (rootmode below).
+        let kind = std::fs::metadata(&mountpoint)
+            .map_err(|_| Error::BadMountpoint(mountpoint.clone()))?
+            .file_type();
+        if !kind.is_dir() && !kind.is_file() {
             return Err(Error::BadMountpoint(mountpoint));
         }
         let (device, method) = if rustix::process::geteuid().is_root() {

@@ -214,7 +214,10 @@ impl Mounted {
     /// Start `cmd` with the loader pointed at fusebox's library and wait
     /// (up to 20 s) for `mnt` to be a FUSE mount.
     pub fn start(cmd: &mut Command, mnt: &Path) -> Mounted {
-        std::fs::create_dir_all(mnt).unwrap();
+        // A mountpoint made beforehand may be a regular file.
+        if !mnt.exists() {
+            std::fs::create_dir_all(mnt).unwrap();
+        }
         let scratch = mnt.parent().unwrap();
         let log = scratch.join(format!(
             "{}.log",

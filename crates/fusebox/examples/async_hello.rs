@@ -2,7 +2,7 @@
 //! come from a (simulated) remote server 5 ms away. Every request is a
 //! tokio task; two serving threads keep any number of them in flight.
 //!
-//! cargo run --release --example async_hello -- /mnt/hello
+//! cargo run --example async_hello -- MOUNTPOINT   (Ctrl-C unmounts)
 
 use std::ffi::OsStr;
 use std::time::Duration;
