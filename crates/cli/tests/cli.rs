@@ -145,7 +145,7 @@ static URING_SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn asking_for_io_uring_when_it_is_off_says_how_to_enable_it() {
     let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
     let Ok(before) = std::fs::read_to_string(ENABLE_URING) else {
-        eprintln!("SKIPPED: this kernel has no {ENABLE_URING}");
+        fusebox_test_support::skipped(None, &format!("this kernel has no {ENABLE_URING}"));
         return;
     };
     // Tests of this binary that use io_uring hold URING_SWITCH, and cargo
@@ -198,9 +198,7 @@ fn killing_an_io_uring_daemon_under_load_leaves_no_hang() {
         .map(|v| v.trim() != "Y")
         .unwrap_or(true)
     {
-        eprintln!(
-            "SKIPPED killing_an_io_uring_daemon_under_load_leaves_no_hang: enable_uring is off"
-        );
+        fusebox_test_support::skipped(None, "enable_uring is off");
         return;
     }
     let dir = scratch("kill-uring");
@@ -324,7 +322,7 @@ fn adaptive_thread_policy_idles_only_while_busy() {
     const SCHED_IDLE: u32 = 5;
     let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
     if std::fs::read_to_string(ENABLE_URING).map_or(true, |v| v.trim() != "Y") {
-        eprintln!("skipped: FUSE-over-io_uring is off");
+        fusebox_test_support::skipped(None, "FUSE-over-io_uring is off");
         return;
     }
     let dir = scratch("adaptive");

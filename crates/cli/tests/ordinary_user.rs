@@ -100,7 +100,7 @@ fn user_mount(fs: &str, dir: &Path) -> MountGuard {
 /// native directory, stats, a killed server (not memfs, whose files die
 /// with it), an upgrade, and umount, every command run by the user.
 fn round(fs: &str) {
-    let _dev = common::FuseDeviceOpen::new();
+    let _dev = fusebox_test_support::FuseDeviceOpen::new();
     let dir = user_scratch(fs);
     let g = user_mount(fs, dir.path());
     let mnt = g.mnt.to_str().unwrap().to_owned();

@@ -366,7 +366,7 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
         drop(guard);
         assert!(!is_mounted(&mnt));
     } else {
-        eprintln!("SKIPPED the io_uring half: enable_uring is off");
+        fusebox_test_support::skipped(Some("the io_uring half"), "enable_uring is off");
     }
 }
 

@@ -669,7 +669,7 @@ fn bad_input_is_one_clear_line_and_no_mount() {
 
 #[test]
 fn an_ordinary_user_mounts_through_fusermount3_with_stats_upgrade_and_umount() {
-    let _dev = common::FuseDeviceOpen::new();
+    let _dev = fusebox_test_support::FuseDeviceOpen::new();
     let r = Remote::start("user");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(r.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();

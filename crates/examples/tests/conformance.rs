@@ -923,7 +923,7 @@ macro_rules! table {
             mod uring {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::stackfs_with(Uring, &passthrough_options()), super::super::cases::$case)
                     }
                 })*
@@ -944,7 +944,7 @@ macro_rules! table {
             mod stackfs_uring {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::stackfs_async_on(Uring), super::super::cases::$case)
                     }
                 })*
@@ -964,7 +964,7 @@ macro_rules! table {
             mod stackfs {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::stackfs_on(Uring), super::super::cases::$case)
                     }
                 })*
@@ -972,7 +972,7 @@ macro_rules! table {
             mod memfs {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::memfs_on(Uring), super::super::cases::$case)
                     }
                 })*
@@ -980,7 +980,7 @@ macro_rules! table {
             mod pathfs {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::pathfs_on(Uring), super::super::cases::$case)
                     }
                 })*
@@ -989,7 +989,7 @@ macro_rules! table {
             mod stackfs_two_threads_per_queue {
                 use super::*;
                 $(#[test] fn $case() {
-                    if uring_or_skip(stringify!($case)) {
+                    if uring_or_skip() {
                         super::super::run_case(TestMount::stackfs_two_threads_per_queue(), super::super::cases::$case)
                     }
                 })*
@@ -1081,10 +1081,10 @@ fn small_fd_cache_reopens_nodes_by_handle() {
 #[test]
 fn conformance_as_an_ordinary_user() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED conformance_as_an_ordinary_user: needs root to switch users");
+        fusebox_test_support::skipped(None, "needs root to switch users");
         return;
     }
-    let _dev = common::FuseDeviceOpen::new();
+    let _dev = fusebox_test_support::FuseDeviceOpen::new();
     // A copy nobody can run: the build directory may not be reachable.
     let dir = scratch_dir("as-user");
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();

@@ -160,7 +160,7 @@ fn a_thousand_requests_answered_later_out_of_order_classic() {
 #[test]
 fn a_thousand_requests_answered_later_out_of_order_uring() {
     let _serial = serial();
-    if uring_or_skip("a_thousand_requests_answered_later_out_of_order_uring") {
+    if uring_or_skip() {
         thousand_out_of_order(Uring);
     }
 }
@@ -230,7 +230,7 @@ fn a_dropped_token_answers_eio_and_the_mount_lives_classic() {
 #[test]
 fn a_dropped_token_answers_eio_and_the_mount_lives_uring() {
     let _serial = serial();
-    if uring_or_skip("a_dropped_token_answers_eio_and_the_mount_lives_uring") {
+    if uring_or_skip() {
         careless(Uring);
     }
 }
@@ -383,7 +383,7 @@ fn interrupt_reaches_a_request_answered_later_classic() {
 #[test]
 fn interrupt_reaches_a_request_answered_later_uring() {
     let _serial = serial();
-    if uring_or_skip("interrupt_reaches_a_request_answered_later_uring") {
+    if uring_or_skip() {
         let m = TestMount::mount_on(
             Uring,
             SlowLater,
@@ -412,7 +412,7 @@ fn interrupt_cancels_an_async_request_classic() {
 #[test]
 fn interrupt_cancels_an_async_request_uring() {
     let _serial = serial();
-    if uring_or_skip("interrupt_cancels_an_async_request_uring") {
+    if uring_or_skip() {
         let fs = AsyncAdapter::new(SlowAsync).unwrap();
         let m = TestMount::mount_on(
             Uring,
@@ -454,7 +454,7 @@ impl AsyncFilesystem for Panicky {
 fn a_panic_in_an_async_handler_fails_only_its_request() {
     let _serial = serial();
     for t in [Classic, Uring] {
-        if t == Uring && !uring_or_skip("a_panic_in_an_async_handler_fails_only_its_request") {
+        if t == Uring && !uring_or_skip() {
             continue;
         }
         let fs = AsyncAdapter::new(Panicky).unwrap();
@@ -546,7 +546,7 @@ fn unmount_with_requests_in_flight_classic_token() {
 #[test]
 fn unmount_with_requests_in_flight_uring_token() {
     let _serial = serial();
-    if uring_or_skip("unmount_with_requests_in_flight_uring_token") {
+    if uring_or_skip() {
         unmount_in_flight(Uring, Waiting::Token);
     }
 }
@@ -554,7 +554,7 @@ fn unmount_with_requests_in_flight_uring_token() {
 #[test]
 fn unmount_with_requests_in_flight_uring_async() {
     let _serial = serial();
-    if uring_or_skip("unmount_with_requests_in_flight_uring_async") {
+    if uring_or_skip() {
         unmount_in_flight(Uring, Waiting::Async);
     }
 }

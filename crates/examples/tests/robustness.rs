@@ -172,7 +172,7 @@ fn stackfs_forgets_nodes_the_kernel_forgets() {
 /// lingers after each to take the next ones as a batch.
 #[test]
 fn stackfs_forgets_nodes_the_kernel_forgets_over_io_uring() {
-    if common::uring_or_skip("stackfs_forgets_nodes_the_kernel_forgets_over_io_uring") {
+    if common::uring_or_skip() {
         forgets_nodes_the_kernel_forgets(fusebox::transport::TransportKind::Uring);
     }
 }
@@ -220,7 +220,7 @@ fn forgets_nodes_the_kernel_forgets(transport: fusebox::transport::TransportKind
 
 #[test]
 fn io_uring_queues_really_serve_requests() {
-    if !common::uring_or_skip("io_uring_queues_really_serve_requests") {
+    if !common::uring_or_skip() {
         return;
     }
     let m = TestMount::memfs_on(fusebox::transport::TransportKind::Uring);
@@ -302,7 +302,7 @@ fn a_daemon_unmounted_by_someone_else_leaves_the_next_mount_alone() {
     )
     .is_ok_and(|st| st.stx_mask & 0x4000 != 0);
     if !unique {
-        eprintln!("SKIPPED: the kernel has no STATX_MNT_ID_UNIQUE (Linux 6.8+)");
+        fusebox_test_support::skipped(None, "the kernel has no STATX_MNT_ID_UNIQUE (Linux 6.8+)");
         return;
     }
     let dir = scratch_dir("remount");

@@ -21,7 +21,7 @@ fn pin_to(cpu: usize) {
 
 #[test]
 fn unmount_under_load_stops_every_queue() {
-    if !uring_or_skip("unmount_under_load_stops_every_queue") {
+    if !uring_or_skip() {
         return;
     }
     let m = TestMount::memfs_on(Uring);
@@ -112,11 +112,11 @@ fn slow_then_fast(m: &TestMount, fast_cpu: usize) -> (Duration, Duration) {
 
 #[test]
 fn a_slow_request_in_one_queue_does_not_stop_the_others() {
-    if !uring_or_skip("a_slow_request_in_one_queue_does_not_stop_the_others") {
+    if !uring_or_skip() {
         return;
     }
     if fusebox::transport::uring::possible_cpus() < 2 {
-        eprintln!("SKIPPED: needs two CPUs (two queues)");
+        fusebox_test_support::skipped(None, "needs two CPUs (two queues)");
         return;
     }
     let m = TestMount::mount_on(Uring, SlowName, scratch_dir("slow"), None, &test_options());
@@ -137,7 +137,7 @@ fn a_slow_request_in_one_queue_does_not_stop_the_others() {
 /// thread per queue they would wait for the slow one.
 #[test]
 fn a_second_thread_per_queue_serves_while_one_is_slow() {
-    if !uring_or_skip("a_second_thread_per_queue_serves_while_one_is_slow") {
+    if !uring_or_skip() {
         return;
     }
     let m = TestMount::mount_configured(
@@ -175,7 +175,7 @@ fn a_second_thread_per_queue_serves_while_one_is_slow() {
 /// round trip: read singly, each forget would wake the worker once.
 #[test]
 fn forgets_after_unlinks_arrive_in_batches() {
-    if !uring_or_skip("forgets_after_unlinks_arrive_in_batches") {
+    if !uring_or_skip() {
         return;
     }
     const FILES: u64 = 400;

@@ -385,9 +385,6 @@ impl Drop for Sshd {
     }
 }
 
-#[path = "../../cli/tests/common/fuse_device.rs"]
-mod fuse_device;
-
 #[test]
 fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
     use std::os::unix::fs::PermissionsExt;
@@ -422,7 +419,7 @@ fn a_user_mounts_through_fusermount3_as_with_debians_libfuse3() {
     // fusermount3 opens /dev/fuse as the user: this machine's 0600 keeps
     // users out (Debian's libfuse3 fails the same way), so open it up for
     // the test and put it back after.
-    let _dev = fuse_device::FuseDeviceOpen::new();
+    let _dev = fusebox_test_support::FuseDeviceOpen::new();
     let lib = library_dir(s.path());
     let script = format!(
         "LD_LIBRARY_PATH={} exec squashfuse_ll -f {} {}",

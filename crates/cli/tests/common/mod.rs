@@ -65,10 +65,6 @@ pub fn snapshot(mnt: &Path) -> fusebox::stats::Snapshot {
     }
 }
 
-mod fuse_device;
-#[allow(unused_imports)] // each test file uses its own part
-pub use fuse_device::FuseDeviceOpen;
-
 /// `args` run as nobody (uid and gid 65534, no other groups), with no
 /// runtime directory of root's and a home it can write; 120 s at most.
 pub fn as_nobody(args: &[&str]) -> std::process::Output {

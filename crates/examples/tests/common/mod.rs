@@ -15,11 +15,12 @@ use fusebox::transport::TransportKind as Transport;
 use fusebox::{Filesystem, Options, PathAdapter, Session, SessionConfig, Timeouts};
 
 /// io_uring tests run only where the kernel offers it, and say so otherwise.
-pub fn uring_or_skip(test: &str) -> bool {
+/// (Reported under the name libtest gave the calling thread.)
+pub fn uring_or_skip() -> bool {
     match fusebox::transport::uring::availability() {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("SKIPPED {test}: {why}");
+            fusebox_test_support::skipped(None, &why.to_string());
             false
         }
     }
@@ -395,11 +396,6 @@ impl Drop for TestMount {
         drop(self.session.take());
     }
 }
-
-#[path = "../../../cli/tests/common/fuse_device.rs"]
-mod fuse_device;
-#[allow(unused_imports)] // each test file uses its own part
-pub use fuse_device::FuseDeviceOpen;
 
 /// The uid tests run ordinary-user checks as.
 pub const NOBODY: u32 = 65534;
