@@ -317,10 +317,25 @@ fn escaping_path_arg(nr: i64) -> Option<usize> {
     })
 }
 
+/// Every hooked call.
+fn hook(call: &Syscall) -> Action {
+    // A panic in filesystem code is one failed call, as it is one EIO on
+    // the kernel path: unwinding out of the hook would cross the signal
+    // frame into the application (undefined behaviour), and aborting would
+    // take the application down.
+    std::panic::catch_unwind(|| serve_call(call)).unwrap_or_else(|_| {
+        tracing::error!(
+            nr = call.nr,
+            "filesystem code panicked in a direct-mode call; answering EIO"
+        );
+        Action::Return(-(libc::EIO as i64))
+    })
+}
+
 /// A call whose walk left the mount through a symlink is made again on the
 /// path it leads to: served if that is in the mount after all, else by the
 /// kernel, as the kernel would have gone on walking there.
-fn hook(call: &Syscall) -> Action {
+fn serve_call(call: &Syscall) -> Action {
     let mut action = route(call);
     let Some(i) = escaping_path_arg(call.nr) else {
         return action;

@@ -1077,6 +1077,27 @@ impl VirtualMount {
         Ok(ino)
     }
 
+    /// OPEN or OPENDIR of `node`. ENOSYS means the filesystem keeps no
+    /// state per open file, as it does through the kernel (which stops
+    /// asking): the file opens with handle 0.
+    fn open_node(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        open: &Open,
+        dir: bool,
+    ) -> Result<fusebox::Opened, i32> {
+        let opened = if dir {
+            self.fs.opendir(ctx, node, open)
+        } else {
+            self.fs.open(ctx, node, open)
+        };
+        match opened {
+            Err(Errno::ENOSYS) => Ok(fusebox::Opened::default()),
+            r => r.map_err(err),
+        }
+    }
+
     fn looked(&self) -> Looked<'_> {
         // With the metadata cache off, the walk cache still keeps nodes
         // (their identity), answering nothing.
@@ -1173,10 +1194,8 @@ impl VirtualMount {
         };
         let opened = if flags & libc::O_PATH != 0 {
             Default::default()
-        } else if dir {
-            self.fs.opendir(&ctx, node, &open).map_err(err)?
         } else {
-            self.fs.open(&ctx, node, &open).map_err(err)?
+            self.open_node(&ctx, node, &open, dir)?
         };
         looked.keep(node);
         Ok(OpenFile {
@@ -1412,16 +1431,11 @@ impl VirtualMount {
                     let opened = if flags & libc::O_PATH != 0 {
                         Default::default()
                     } else {
-                        self.fs
-                            .opendir(
-                                &ctx,
-                                node,
-                                &Open {
-                                    flags: open_flags,
-                                    kill_suidgid: false,
-                                },
-                            )
-                            .map_err(err)?
+                        let open = Open {
+                            flags: open_flags,
+                            kill_suidgid: false,
+                        };
+                        self.open_node(&ctx, node, &open, true)?
                     };
                     looked.keep(node);
                     return self.install_file(
@@ -1451,17 +1465,11 @@ impl VirtualMount {
                     };
                     self.fs.setattr(&ctx, node, &truncate).map_err(err)?;
                 }
-                let opened = self
-                    .fs
-                    .open(
-                        &ctx,
-                        node,
-                        &Open {
-                            flags: open_flags & !libc::O_TRUNC,
-                            kill_suidgid: false,
-                        },
-                    )
-                    .map_err(err)?;
+                let open = Open {
+                    flags: open_flags & !libc::O_TRUNC,
+                    kill_suidgid: false,
+                };
+                let opened = self.open_node(&ctx, node, &open, false)?;
                 (node, attr, opened)
             }
             None if flags & libc::O_CREAT != 0 => {
