@@ -23,7 +23,6 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -265,13 +264,9 @@ fn stop_on_signals(
 fn supervise(cfg: &DeviceConfig, ready: impl FnOnce(&Record)) -> Result<(), DeviceError> {
     let mountpoint = make_mountpoint(&cfg.name)?;
     let opts = mount_options(cfg);
-    let stats = fusebox::stats::StatsSocket::bind(&mountpoint)
-        .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"))
-        .ok();
-    let mount = fusebox::mount::Mount::new(&mountpoint, &opts.mount)?;
-    let supervisor = Supervisor::with_stats_socket(
-        mount,
-        stats,
+    let supervisor = Supervisor::for_new_mount(
+        &mountpoint,
+        &opts.mount,
         SupervisorConfig {
             clones: cfg.session.workers.max(1),
             max_restarts: cfg.max_restarts,
@@ -297,15 +292,14 @@ fn supervise(cfg: &DeviceConfig, ready: impl FnOnce(&Record)) -> Result<(), Devi
             tracing::warn!(error = %e, "unmount failed");
         }
     })?;
-    let exe = std::env::current_exe().map_err(io_err("locating this program"))?;
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut this_program =
+        fusebox::recovery::this_program_again().map_err(io_err("locating this program"))?;
     let mut failure = None;
     let mut record = None;
     let memory_fd = memory.as_ref().map(|m| m.as_raw_fd());
     let result = supervisor.run(
         |binary| {
-            let mut c = Command::new(binary.unwrap_or(&exe));
-            c.args(&argv).stdin(Stdio::null()).stdout(Stdio::null());
+            let mut c = this_program(binary);
             if let Some(fd) = memory_fd {
                 c.env(MEMORY_ENV, fd.to_string());
             }

@@ -2,7 +2,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -533,17 +532,10 @@ fn supervise(
     workers: usize,
     held_area: usize,
 ) -> Result<()> {
-    use fusebox::recovery::{Supervisor, SupervisorConfig};
-    // Bound first: `fusebox stats` answers from the moment the mount
-    // appears (the connection waits for the first server).
-    let stats = fusebox::stats::StatsSocket::bind(mountpoint)
-        .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"))
-        .ok();
-    let mount = fusebox::mount::Mount::new(mountpoint, &opts.mount)
-        .with_context(|| format!("mounting {}", mountpoint.display()))?;
-    let supervisor = Supervisor::with_stats_socket(
-        mount,
-        stats,
+    use fusebox::recovery::{this_program_again, Supervisor, SupervisorConfig};
+    let supervisor = Supervisor::for_new_mount(
+        mountpoint,
+        &opts.mount,
         SupervisorConfig {
             clones: workers.max(1),
             max_restarts: args.max_restarts,
@@ -552,23 +544,14 @@ fn supervise(
             ..SupervisorConfig::default()
         },
     )
-    .context("setting up the supervisor")?;
+    .with_context(|| format!("mounting {} under a supervisor", mountpoint.display()))?;
     supervisor.unmount_on_signals()?;
-    let exe = std::env::current_exe().context("locating the fusebox binary")?;
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let server = this_program_again().context("locating the fusebox binary")?;
     let notify = args.notify_ready;
     let log_file = args.log_file.is_some();
     let shown = mountpoint.display().to_string();
     supervisor
-        .run(
-            |binary| {
-                let mut c = Command::new(binary.unwrap_or(&exe));
-                // Its stdout would outlive the pipe `fusebox mount` reads
-                // readiness from; it reports to the supervisor instead.
-                c.args(&argv).stdin(Stdio::null()).stdout(Stdio::null());
-                c
-            },
-            |pid| {
+        .run(server, |pid| {
                 if notify {
                     if let Err(e) = report_ready(log_file) {
                         tracing::warn!(error = %e, "reporting readiness");

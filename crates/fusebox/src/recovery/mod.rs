@@ -42,11 +42,14 @@ pub use journal::AppliedChange;
 pub use ledger::{KeyChanges, Ledger, Restored};
 pub use state::{Capacity, HandleRecord, RecoveryTotals, StateFile};
 pub use supervisor::{
-    control_socket_for, request_upgrade, Supervisor, SupervisorConfig, SupervisorExit,
+    control_socket_for, request_upgrade, this_program_again, Supervisor, SupervisorConfig,
+    SupervisorExit,
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
+    #[error(transparent)]
+    Mount(Box<crate::Error>),
     #[error("cloning /dev/fuse for the supervisor: {0}")]
     Clone(#[source] io::Error),
     #[error("the recovery state file: {0}")]

@@ -192,7 +192,39 @@ pub struct Supervisor {
     stopping: Arc<AtomicBool>,
 }
 
+/// A supervised mount's servers are this very program started again with
+/// its arguments (or, after an upgrade, the binary it named): what
+/// [`Supervisor::run`] takes, for a program whose servers are itself.
+/// Standard input and output are not passed on: a server's stdout would
+/// outlive the pipe a detaching command reads readiness from.
+pub fn this_program_again() -> std::io::Result<impl FnMut(Option<&Path>) -> Command> {
+    let exe = std::env::current_exe()?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    Ok(move |binary: Option<&Path>| {
+        let mut c = Command::new(binary.unwrap_or(&exe));
+        c.args(&argv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        c
+    })
+}
+
 impl Supervisor {
+    /// Mount at `mountpoint` and supervise the mount, the stats socket
+    /// bound first: `fusebox stats` answers from the moment the mount
+    /// appears (the connection waits for the first server).
+    pub fn for_new_mount(
+        mountpoint: &Path,
+        opts: &crate::mount::MountOptions,
+        cfg: SupervisorConfig,
+    ) -> Result<Supervisor, RecoveryError> {
+        let stats = StatsSocket::bind(mountpoint)
+            .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"))
+            .ok();
+        let mount = Mount::new(mountpoint, opts).map_err(|e| RecoveryError::Mount(Box::new(e)))?;
+        Self::with_stats_socket(mount, stats, cfg)
+    }
+
     /// Take over `mount` (made by this process, not yet INIT'ed).
     pub fn new(mount: Mount, cfg: SupervisorConfig) -> Result<Supervisor, RecoveryError> {
         let stats = StatsSocket::bind(mount.mountpoint())
