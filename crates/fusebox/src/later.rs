@@ -7,7 +7,7 @@
 //! The serving thread goes straight back to the next request: a classic
 //! worker reads /dev/fuse again, an io_uring queue thread keeps the ring
 //! entry aside (it is the request's reply buffer) and serves its other
-//! entries. The answer travels back through the transport's [`LaterSink`]:
+//! entries. The answer travels back through the transport's `LaterSink`:
 //! on /dev/fuse it is written at once, from the answering thread, on the
 //! fd the request was read from; over io_uring it is handed to the queue
 //! thread (a channel and an eventfd wake-up) and committed on its ring
@@ -52,8 +52,8 @@ use std::time::{Duration, Instant};
 
 use fusebox_abi::{self as abi, Opcode};
 
-use crate::dispatch::Outcome;
 use crate::error::Errno;
+use crate::protocol::outcome::Outcome;
 use crate::protocol::DataOut;
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, LockInfo, Opened, Statfs};
@@ -558,13 +558,16 @@ impl ReplyToken {
 
     /// GETATTR, SETATTR.
     pub fn attr(self, a: AttrReply) {
-        self.send(Ok(crate::dispatch::attr_out(a)), DataOut::default());
+        self.send(
+            Ok(crate::protocol::outcome::attr_out(a)),
+            DataOut::default(),
+        );
     }
 
     /// OPEN, OPENDIR.
     pub fn opened(self, o: Opened) {
         self.send(
-            Ok(Outcome::Open(crate::dispatch::open_out(o))),
+            Ok(Outcome::Open(crate::protocol::outcome::open_out(o))),
             DataOut::default(),
         );
     }
@@ -572,7 +575,10 @@ impl ReplyToken {
     /// CREATE, TMPFILE.
     pub fn created(self, e: Entry, o: Opened) {
         self.send(
-            Ok(Outcome::Create(e.to_abi(), crate::dispatch::open_out(o))),
+            Ok(Outcome::Create(
+                e.to_abi(),
+                crate::protocol::outcome::open_out(o),
+            )),
             DataOut::default(),
         );
     }
@@ -605,7 +611,7 @@ impl ReplyToken {
         let shape = self.inner().shape;
         out.set_limit(shape.limit);
         let result = match shape.xattr_size {
-            Some(requested) => crate::dispatch::xattr_reply(requested, &out),
+            Some(requested) => crate::protocol::outcome::xattr_reply(requested, &out),
             None => Ok(Outcome::Data),
         };
         self.send(result, out);
@@ -641,12 +647,15 @@ impl ReplyToken {
 
     /// STATFS.
     pub fn statfs(self, s: Statfs) {
-        self.send(Ok(crate::dispatch::statfs_out(s)), DataOut::default());
+        self.send(
+            Ok(crate::protocol::outcome::statfs_out(s)),
+            DataOut::default(),
+        );
     }
 
     /// GETLK: the conflicting lock, or one of type F_UNLCK.
     pub fn lock(self, l: LockInfo) {
-        self.send(Ok(crate::dispatch::lk_out(l)), DataOut::default());
+        self.send(Ok(crate::protocol::outcome::lk_out(l)), DataOut::default());
     }
 
     /// BMAP.
@@ -696,13 +705,16 @@ impl ReplyToken {
     /// COPY_FILE_RANGE: bytes copied.
     pub fn copied(self, n: u64) {
         let wide = self.inner().shape.wide_copy;
-        self.send(Ok(crate::dispatch::copy_out(n, wide)), DataOut::default());
+        self.send(
+            Ok(crate::protocol::outcome::copy_out(n, wide)),
+            DataOut::default(),
+        );
     }
 
     /// STATX.
     pub fn statx(self, stat: abi::Statx, ttl: Duration) {
         self.send(
-            Ok(crate::dispatch::statx_out(stat, ttl)),
+            Ok(crate::protocol::outcome::statx_out(stat, ttl)),
             DataOut::default(),
         );
     }
@@ -717,7 +729,7 @@ impl ReplyToken {
 impl TokenInner {
     fn deliver(self, result: Result<Outcome, Errno>, data: DataOut<'static>, dropped: bool) {
         let result = match result {
-            Ok(o) if !crate::dispatch::fits(self.opcode, &o) => {
+            Ok(o) if !crate::protocol::outcome::fits(self.opcode, &o) => {
                 self.later.mismatched.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(
                     unique = self.unique,

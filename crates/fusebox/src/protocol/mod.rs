@@ -5,12 +5,14 @@
 mod dirent;
 pub mod init;
 mod notify;
+pub(crate) mod outcome;
 mod parse;
 pub mod reply;
 
 pub use dirent::DirEntries;
 pub use init::{Connection, InitConfig};
 pub use notify::{BackingId, Notifier};
+pub use outcome::ReplyData;
 pub use parse::{
     parse_contiguous, parse_header, parse_split, BatchForgetList, Op, ParseConfig, ParseError,
     Request,

@@ -34,10 +34,10 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use super::ledger::Ledger;
 use super::state::Before;
-use crate::dispatch::{open_out, Outcome};
 use crate::error::Errno;
 use crate::fs::ops::{Ctx, Open};
 use crate::fs::Filesystem;
+use crate::protocol::outcome::{open_out, Outcome};
 use crate::protocol::Op;
 use crate::types::NodeId;
 

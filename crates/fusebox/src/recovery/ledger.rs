@@ -388,10 +388,10 @@ impl Ledger {
         &self,
         note: Note<'_>,
         node: NodeId,
-        outcome: Result<&crate::dispatch::Outcome, crate::Errno>,
+        outcome: Result<&crate::protocol::outcome::Outcome, crate::Errno>,
         data: &[u8],
     ) {
-        use crate::dispatch::Outcome;
+        use crate::protocol::outcome::Outcome;
         match (note, outcome) {
             (Note::Nothing, _) => {}
             (Note::Release { fh }, _) => self.released(fh),

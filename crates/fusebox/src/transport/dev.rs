@@ -10,10 +10,12 @@ use std::time::Duration;
 use fusebox_abi::{InHeader, Opcode};
 use zerocopy::FromBytes;
 
-use crate::dispatch::{send_outcome, Dispatcher, ReplyData, Worker};
+use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::later::{LaterReply, LaterSink};
+use crate::protocol::outcome::send_outcome;
+use crate::protocol::ReplyData;
 use crate::protocol::ReplySink;
 use crate::recovery::pause::PauseControl;
 

@@ -18,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use zerocopy::FromBytes;
 
-use crate::dispatch::{send_outcome, Dispatcher, ReplyData, Worker};
+use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::later::{EntryRef, LaterReply, LaterSink};
+use crate::protocol::outcome::send_outcome;
 use crate::protocol::reply::Detached;
+use crate::protocol::ReplyData;
 use crate::protocol::{DataOut, ReplySink};
 use crate::sys::uring::{Completion, QueueRing, ReplyBuffers};
 use crate::transport::dev::WorkerExit;
