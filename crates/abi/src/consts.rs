@@ -18,12 +18,20 @@ pub const UNIQUE_RESEND: u64 = 1 << 63;
 pub const INT_REQ_BIT: u64 = 1;
 /// Pre-7.9 kernels sent a shorter `fuse_entry_out`; kept for negotiation.
 pub const COMPAT_ENTRY_OUT_SIZE: usize = 120;
+/// `fuse_attr_out` as pre-7.9 kernels expect it (`FUSE_COMPAT_ATTR_OUT_SIZE`).
 pub const COMPAT_ATTR_OUT_SIZE: usize = 96;
+/// `fuse_mknod_in` from kernels before 7.12, without `umask`.
 pub const COMPAT_MKNOD_IN_SIZE: usize = 8;
+/// `fuse_write_in` from kernels before 7.9, without `lock_owner` and `flags`.
 pub const COMPAT_WRITE_IN_SIZE: usize = 24;
+/// `fuse_statfs_out` as kernels before 7.4 expect it, without `frsize`.
 pub const COMPAT_STATFS_SIZE: usize = 48;
+/// `fuse_setxattr_in` without `setxattr_flags`: what the kernel sends unless
+/// the SETXATTR_EXT init flag was agreed (7.33).
 pub const COMPAT_SETXATTR_IN_SIZE: usize = 8;
+/// `fuse_init_out` for kernels before 7.5: major and minor only.
 pub const COMPAT_INIT_OUT_SIZE: usize = 8;
+/// `fuse_init_out` for kernels before 7.23, up to and including `max_write`.
 pub const COMPAT_22_INIT_OUT_SIZE: usize = 24;
 /// `fuse_init_in` before 7.36 (no flags2 and reserved words).
 pub const COMPAT_INIT_IN_SIZE: usize = 16;
@@ -31,8 +39,12 @@ pub const COMPAT_INIT_IN_SIZE: usize = 16;
 pub const MAX_MAX_PAGES: u32 = 256;
 /// Dirent records are padded to this alignment.
 pub const DIRENT_ALIGN: usize = 8;
-/// Sizes of the two fixed header areas of a FUSE-over-io_uring entry.
+/// Size of the `in_out` area of a FUSE-over-io_uring entry's header, which
+/// holds the `fuse_in_header` or `fuse_out_header`
+/// (`FUSE_URING_IN_OUT_HEADER_SZ`).
 pub const URING_IN_OUT_HEADER_SZ: usize = 128;
+/// Size of the `op_in` area that follows it, holding the opcode's fixed
+/// argument struct (`FUSE_URING_OP_IN_OUT_SZ`).
 pub const URING_OP_IN_OUT_SZ: usize = 128;
 
 /// ioctl numbers on /dev/fuse (`_IOR(229, 0, u32)` and friends), computed

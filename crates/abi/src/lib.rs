@@ -10,6 +10,7 @@
 //! the uapi header can be read side by side with this crate.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod consts;
 pub mod flags;

@@ -9,7 +9,10 @@ pub struct Opcode(pub u32);
 macro_rules! opcodes {
     ($($name:ident = $val:expr, $text:expr;)*) => {
         impl Opcode {
-            $(pub const $name: Opcode = Opcode($val);)*
+            $(
+                #[doc = concat!("Opcode ", stringify!($val), ": `", $text, "`, named as in `enum fuse_opcode` less any `FUSE_` prefix.")]
+                pub const $name: Opcode = Opcode($val);
+            )*
             /// All opcodes fusebox knows, in numeric order.
             pub const ALL: &'static [Opcode] = &[$(Opcode::$name),*];
             /// The kernel's name without the `FUSE_` prefix, e.g. "LOOKUP".
@@ -108,11 +111,21 @@ impl core::fmt::Debug for Opcode {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(i32)]
 pub enum NotifyCode {
+    /// `FUSE_NOTIFY_POLL`: a file the kernel polls through `fuse_poll_in.kh`
+    /// is ready; wakes its waiters.
     Poll = 1,
+    /// `FUSE_NOTIFY_INVAL_INODE`: drop an inode's cached attributes and a
+    /// range of its cached pages.
     InvalInode = 2,
+    /// `FUSE_NOTIFY_INVAL_ENTRY`: drop a cached name in a directory.
     InvalEntry = 3,
+    /// `FUSE_NOTIFY_STORE`: put data into an inode's page cache.
     Store = 4,
+    /// `FUSE_NOTIFY_RETRIEVE`: ask for data from an inode's page cache; it
+    /// comes back as a NOTIFY_REPLY request.
     Retrieve = 5,
+    /// `FUSE_NOTIFY_DELETE`: a name was removed; drop its entry and, if the
+    /// child is cached under it, tell watchers it was deleted.
     Delete = 6,
     /// 7.40: the kernel sends every pending request again.
     Resend = 7,

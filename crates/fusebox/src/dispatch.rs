@@ -33,9 +33,15 @@ use crate::types::NodeId;
 /// slot, the way back for answers given later; and the thread-policy guard
 /// its transport loop reports to.
 pub struct Worker {
+    /// The reply buffer, kept between requests so they allocate nothing.
     pub data: DataOut<'static>,
+    /// This worker's counts and latency histograms.
     pub stats: Arc<WorkerStats>,
+    /// This worker's slot in [`InFlight`], where an INTERRUPT finds the
+    /// request it names.
     pub slot: usize,
+    /// The thread-policy registration [`Worker::served`] reports to, if the
+    /// session has a policy.
     pub guard: Option<crate::thread_policy::Guarded>,
     /// Where answers given later go (the worker's /dev/fuse fd, its ring's
     /// mailbox); without one, `Ctx::reply_later` fails with ENOSYS.
@@ -63,6 +69,8 @@ impl Worker {
     }
 }
 
+/// Turns parsed requests into calls on the filesystem `F` and their
+/// results into replies: one per session, shared by its serving threads.
 pub struct Dispatcher<F> {
     fs: Arc<F>,
     parse: ParseConfig,
@@ -139,6 +147,8 @@ fn reply_shape(op: &Op<'_>) -> ReplyShape {
 }
 
 impl<F: Filesystem> Dispatcher<F> {
+    /// A dispatcher for `workers` serving threads, with bookkeeping of its own
+    /// for requests in flight.
     pub fn new(
         fs: Arc<F>,
         parse: ParseConfig,
@@ -176,10 +186,12 @@ impl<F: Filesystem> Dispatcher<F> {
         self
     }
 
+    /// The filesystem served.
     pub fn filesystem(&self) -> &Arc<F> {
         &self.fs
     }
 
+    /// The bookkeeping of requests in flight, shared with the session.
     pub fn inflight(&self) -> &Arc<InFlight> {
         &self.inflight
     }

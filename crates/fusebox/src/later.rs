@@ -62,7 +62,9 @@ use crate::types::{AttrReply, Entry, LockInfo, Opened, Statfs};
 /// commit id it must quote (io_uring); unused on /dev/fuse.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EntryRef {
+    /// Index of the ring entry that holds the request.
     pub entry: usize,
+    /// The id the kernel gave that entry, quoted when committing the answer.
     pub commit_id: u64,
 }
 
@@ -219,6 +221,7 @@ impl InFlight {
             .count()
     }
 
+    /// Counts of requests in flight and answered later, for `fusebox stats`.
     pub fn totals(&self) -> LaterTotals {
         let pending = self.count.load(Ordering::Relaxed) as u64;
         let now = pending + self.busy() as u64;
@@ -412,6 +415,7 @@ impl std::fmt::Debug for ReplyToken {
 pub struct InterruptHandle(Arc<RequestState>);
 
 impl InterruptHandle {
+    /// True once the kernel sent an INTERRUPT for the request.
     pub fn interrupted(&self) -> bool {
         self.0.is_interrupted()
     }
@@ -439,9 +443,13 @@ impl InterruptHandle {
 /// (the async API): [`OwnedCtx::ctx`] lends a [`Ctx`](crate::fs::ops::Ctx).
 #[derive(Clone)]
 pub struct OwnedCtx {
+    /// The request's id (`fuse_in_header.unique`).
     pub unique: u64,
+    /// The caller's filesystem uid.
     pub uid: u32,
+    /// The caller's filesystem gid.
     pub gid: u32,
+    /// The calling thread's id, or 0.
     pub pid: u32,
     state: Option<Arc<RequestState>>,
 }
@@ -459,6 +467,8 @@ impl OwnedCtx {
         }
     }
 
+    /// A [`Ctx`](crate::fs::ops::Ctx) for the filesystem's methods; its
+    /// `interrupted()` follows the request's INTERRUPT, if it has a token.
     pub fn ctx(&self) -> crate::fs::ops::Ctx<'_> {
         crate::fs::ops::Ctx {
             unique: self.unique,
@@ -483,6 +493,7 @@ impl ReplyToken {
         self.inner().unique
     }
 
+    /// Which request this token answers.
     pub fn opcode(&self) -> Opcode {
         self.inner().opcode
     }

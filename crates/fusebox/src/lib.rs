@@ -14,6 +14,7 @@
 //! Only `sys` may use `unsafe`.
 
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod descriptors;
 pub mod dispatch;

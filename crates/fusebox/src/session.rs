@@ -40,12 +40,15 @@ const FORGET_LINGER: Duration = Duration::from_micros(500);
 /// How a session runs, beyond the `-o` options.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
+    /// Classic /dev/fuse workers, io_uring queues, or whichever the kernel
+    /// offers.
     pub transport: TransportKind,
     /// Classic worker threads (each with its own cloned /dev/fuse fd). With
     /// io_uring one classic worker remains for FORGET and INTERRUPT.
     pub workers: usize,
     /// Pin classic worker i to CPU i mod ncpus.
     pub pin_workers: bool,
+    /// Ring depth, threads and polling, when io_uring serves.
     pub uring: UringConfig,
     /// Scheduling policy of the serving threads (classic workers and queues).
     pub thread_policy: ThreadPolicy,
@@ -741,18 +744,22 @@ impl<F: Filesystem> Session<F> {
         (self.snapshot)()
     }
 
+    /// Where the filesystem is mounted.
     pub fn mountpoint(&self) -> &Path {
         self.mount.mountpoint()
     }
 
+    /// What INIT settled with the kernel.
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
 
+    /// Sends the kernel notifications (cache invalidation, poll wake-ups).
     pub fn notifier(&self) -> &Notifier {
         &self.notifier
     }
 
+    /// The filesystem served.
     pub fn filesystem(&self) -> &Arc<F> {
         self.dispatcher.filesystem()
     }
@@ -822,6 +829,8 @@ pub struct ShutdownHandle {
 }
 
 impl ShutdownHandle {
+    /// Unmount lazily, and abort the connection if the workers have not
+    /// stopped within `grace`.
     pub fn shutdown(&self, grace: Duration) {
         if let Err(e) = self.mount.unmount() {
             tracing::warn!(error = %e, "unmount failed");

@@ -99,7 +99,7 @@ const WAITED: Duration = Duration::from_millis(4);
 const WAITED_PER_SLICE: Duration = Duration::from_micros(500);
 
 /// Where the serving threads' policy is decided. Serving threads register
-/// themselves and call [`Guard::touch`] after each batch of requests.
+/// themselves and call [`Guarded::touch`] after each batch of requests.
 pub struct Guard {
     shared: Arc<Shared>,
     watchdog: Option<JoinHandle<()>>,

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct NodeId(pub u64);
 
 impl NodeId {
+    /// The mount's root directory, always node 1.
     pub const ROOT: NodeId = NodeId(fusebox_abi::ROOT_ID);
 }
 
@@ -17,16 +18,24 @@ pub struct FileHandle(pub u64);
 /// File type, the `S_IFMT` part of a mode.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FileType {
+    /// A regular file.
     RegularFile,
+    /// A directory.
     Directory,
+    /// A symbolic link.
     Symlink,
+    /// A block device node.
     BlockDevice,
+    /// A character device node.
     CharDevice,
+    /// A FIFO.
     NamedPipe,
+    /// A Unix domain socket.
     Socket,
 }
 
 impl FileType {
+    /// The type in a mode's `S_IFMT` bits; `None` for bits that name no type.
     pub fn from_mode(mode: u32) -> Option<FileType> {
         Some(match mode & libc::S_IFMT {
             libc::S_IFREG => FileType::RegularFile,
@@ -62,11 +71,14 @@ impl FileType {
 /// A point in time as seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Default)]
 pub struct Timespec {
+    /// Seconds since the epoch; negative before 1970.
     pub sec: i64,
+    /// Nanoseconds past `sec`, below 1 000 000 000.
     pub nsec: u32,
 }
 
 impl Timespec {
+    /// The current time of day.
     pub fn now() -> Timespec {
         Timespec::from(SystemTime::now())
     }
@@ -100,19 +112,29 @@ impl From<SystemTime> for Timespec {
 /// Attributes of a node, as `stat(2)` reports them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct FileAttr {
+    /// Inode number stat(2) reports; the kernel's node id is separate.
     pub ino: u64,
+    /// Size in bytes.
     pub size: u64,
     /// In 512-byte units.
     pub blocks: u64,
+    /// Last access.
     pub atime: Timespec,
+    /// Last change of the data.
     pub mtime: Timespec,
+    /// Last change of the attributes.
     pub ctime: Timespec,
     /// File type and permission bits together, as in `st_mode`.
     pub mode: u32,
+    /// Number of hard links.
     pub nlink: u32,
+    /// Owner.
     pub uid: u32,
+    /// Group.
     pub gid: u32,
+    /// Device number, for block and character devices.
     pub rdev: u32,
+    /// Preferred I/O size in bytes (`st_blksize`).
     pub blksize: u32,
 }
 
@@ -138,10 +160,12 @@ impl FileAttr {
         }
     }
 
+    /// The file type in `mode`.
     pub fn kind(&self) -> Option<FileType> {
         FileType::from_mode(self.mode)
     }
 
+    /// As the protocol carries it (`fuse_attr`).
     pub fn to_abi(self) -> fusebox_abi::Attr {
         fusebox_abi::Attr {
             ino: self.ino,
@@ -220,7 +244,9 @@ impl From<&rustix::fs::Stat> for FileAttr {
 /// How long the kernel may cache names and attributes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Timeouts {
+    /// For a name that exists.
     pub entry: Duration,
+    /// For a node's attributes.
     pub attr: Duration,
     /// For a name that does not exist; zero disables negative caching.
     pub negative: Duration,
@@ -254,13 +280,20 @@ impl Timeouts {
 pub struct Entry {
     /// `NodeId(0)` marks a negative entry (the name does not exist).
     pub node: NodeId,
+    /// With the node id, names the file for its whole life: a node id used
+    /// again for another file needs another generation (NFS export relies on
+    /// it).
     pub generation: u64,
+    /// The node's attributes.
     pub attr: FileAttr,
+    /// How long the kernel may cache the name.
     pub entry_ttl: Duration,
+    /// How long the kernel may cache `attr`.
     pub attr_ttl: Duration,
 }
 
 impl Entry {
+    /// An entry cached as long as `t` allows, generation 0.
     pub fn new(node: NodeId, attr: FileAttr, t: &Timeouts) -> Entry {
         Entry {
             node,
@@ -293,6 +326,7 @@ impl Entry {
         }
     }
 
+    /// As the protocol carries it (`fuse_entry_out`).
     pub fn to_abi(self) -> fusebox_abi::EntryOut {
         fusebox_abi::EntryOut {
             nodeid: self.node.0,
@@ -309,13 +343,16 @@ impl Entry {
 /// Attributes plus how long the kernel may cache them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct AttrReply {
+    /// The node's attributes.
     pub attr: FileAttr,
+    /// How long the kernel may cache them.
     pub ttl: Duration,
 }
 
 /// What open, opendir and create return.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Opened {
+    /// The handle every later request on this open file carries.
     pub fh: FileHandle,
     /// `FOPEN_*` flags from [`fusebox_abi::flags::fopen`].
     pub flags: u32,
@@ -324,6 +361,7 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// Just a handle: no `FOPEN_*` flags, no passthrough.
     pub fn handle(fh: u64) -> Opened {
         Opened {
             fh: FileHandle(fh),
@@ -336,17 +374,26 @@ impl Opened {
 /// Filesystem statistics, as `statfs(2)` reports them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Statfs {
+    /// Size of the filesystem, in `frsize` units.
     pub blocks: u64,
+    /// Free blocks.
     pub bfree: u64,
+    /// Free blocks an unprivileged user may use.
     pub bavail: u64,
+    /// Total inodes.
     pub files: u64,
+    /// Free inodes.
     pub ffree: u64,
+    /// Preferred block size in bytes.
     pub bsize: u32,
+    /// Longest name, in bytes.
     pub namelen: u32,
+    /// Fragment size: the unit of `blocks` and `bfree`.
     pub frsize: u32,
 }
 
 impl Statfs {
+    /// As the protocol carries it (`fuse_kstatfs`).
     pub fn to_abi(self) -> fusebox_abi::Kstatfs {
         fusebox_abi::Kstatfs {
             blocks: self.blocks,
@@ -381,17 +428,23 @@ impl From<&fusebox_abi::Kstatfs> for Statfs {
 /// A POSIX byte-range lock as GETLK reports it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct LockInfo {
+    /// First byte locked.
     pub start: u64,
+    /// Last byte locked, inclusive; `OFFSET_MAX` (`i64::MAX`) for "to the
+    /// end of the file".
     pub end: u64,
     /// `F_RDLCK`, `F_WRLCK` or `F_UNLCK`.
     pub typ: i32,
+    /// The process holding the lock.
     pub pid: u32,
 }
 
 /// A time to set: a given instant, or "now" as the daemon sees it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum TimeOrNow {
+    /// This instant.
     Specific(Timespec),
+    /// The daemon's clock when it handles the request (`UTIME_NOW`).
     Now,
 }
 

@@ -43,7 +43,7 @@ impl Default for LibOptions {
     }
 }
 
-/// The library's options out of `args` (without argv[0]); the rest, in
+/// The library's options out of `args` (without `argv[0]`); the rest, in
 /// order, with the unconsumed `-o` items gathered into one `-o` list.
 pub fn split(args: &[String]) -> Result<(LibOptions, Vec<String>), String> {
     let mut lib = LibOptions::default();

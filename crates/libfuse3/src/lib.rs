@@ -16,7 +16,7 @@
 //! later from any thread) and the high-level API (`ffi::highlevel`: the
 //! program's `fuse_operations` as a `PathFilesystem` under fusebox's path
 //! layer) run on fusebox sessions (`ffi::session`), whose transport and
-//! threads the `FUSEBOX_*` environment picks ([`env`]). The stacking API
+//! threads the `FUSEBOX_*` environment picks ([`env`](mod@env)). The stacking API
 //! and CUSE refuse loudly (`ffi::unsupported`). `tests/programs.rs`,
 //! `tests/examples.rs` and `tests/pyfuse3_suite.rs` run unchanged Debian
 //! programs, libfuse's examples and pyfuse3's own suite on it.

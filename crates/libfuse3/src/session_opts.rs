@@ -44,7 +44,7 @@ const IGNORED: &[&str] = &[
     "auto_unmount",
 ];
 
-/// Parse `args` (without argv[0]).
+/// Parse `args` (without `argv[0]`).
 pub fn parse(args: &[String]) -> Result<SessionArgs, String> {
     let mut out = SessionArgs::default();
     let mut unknown: Vec<String> = Vec::new();

@@ -8,19 +8,27 @@
 //! Nothing here builds a filesystem (that needs each one's crate): this is
 //! what is known about them before one is built.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 /// Which filesystem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FsId {
+    /// A directory passed through, its nodes kept by kernel file handle.
     Stackfs,
+    /// A directory passed through by path (the path-level API's example).
     Pathfs,
+    /// Files in the server's memory.
     Memfs,
+    /// An empty root where every call succeeds and does nothing.
     Nullfs,
+    /// Read-only files with emulated storage latency.
     Timingfs,
     /// timingfs through the async API (direct mode's name for it; a mount
     /// says `timingfs --waiting async`).
     TimingfsAsync,
+    /// A remote directory over SFTP, through the system's ssh.
     Sftpfs,
 }
 
@@ -57,24 +65,38 @@ pub enum Direct {
     /// source's files, or it has none. `page_cache`: 4 KiB pages of file
     /// data a process keeps by default (0 where the source's own kernel
     /// page cache serves).
-    PerProcess { page_cache: u64 },
+    PerProcess {
+        /// 4 KiB pages each process keeps; 0 where the kernel's page cache
+        /// already holds the data.
+        page_cache: u64,
+    },
     /// One instance in a server of the run's, reached by every process:
     /// its state lives in its process (memfs), or it holds what must not
     /// be made once per process (sftpfs's SSH connection and caches).
-    RunServer { page_cache: u64 },
+    RunServer {
+        /// 4 KiB pages of file data each process keeps in front of the
+        /// server.
+        page_cache: u64,
+    },
 }
 
 /// One filesystem, before it is built.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Filesystem {
+    /// Which one, for a consumer's exhaustive `match`.
     pub id: FsId,
+    /// What users call it: `fusebox mount NAME`, `-t fusebox.NAME`,
+    /// `--fs NAME:SOURCE`; matched in any case.
     pub name: &'static str,
     /// One line, for help texts.
     pub about: &'static str,
+    /// What follows its name.
     pub source: Source,
     /// `fusebox mount` serves it (some names are direct mode's alone).
     pub mounts: bool,
+    /// What a supervisor can keep served.
     pub recovery: Recovery,
+    /// How direct mode runs it.
     pub direct: Direct,
     /// `uid=` and `gid=` are its own options (sshfs's: the owner every file
     /// shows) rather than mount(8)'s way of naming whose mount it is.
@@ -88,6 +110,7 @@ pub struct Filesystem {
 /// the kernel's page cache: 64 MiB a process.
 pub const DEFAULT_PAGES: u64 = 16_384;
 
+/// Every filesystem, in the order help texts and error messages list them.
 pub static FILESYSTEMS: &[Filesystem] = &[
     Filesystem {
         id: FsId::Stackfs,
@@ -182,23 +205,34 @@ pub static FILESYSTEMS: &[Filesystem] = &[
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown filesystem {name:?} (fusebox has {known})")]
 pub struct UnknownFs {
+    /// The name asked for.
     pub name: String,
+    /// The names that would have been accepted, comma-separated.
     pub known: String,
 }
 
 /// A spec that names a filesystem but not what it needs.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
+    /// The name before the colon is no filesystem's.
     #[error(transparent)]
     Unknown(#[from] UnknownFs),
+    /// The filesystem needs a source and the spec gave none.
     #[error("{fs} needs {what} ({fs}:{what_short})")]
     MissingSource {
+        /// The filesystem's name.
         fs: &'static str,
+        /// What it needs, in words ("a source directory").
         what: &'static str,
+        /// The same as a placeholder ("SOURCE").
         what_short: &'static str,
     },
+    /// A source was given to a filesystem that takes none.
     #[error("{fs} takes nothing after its name")]
-    Unexpected { fs: &'static str },
+    Unexpected {
+        /// The filesystem's name.
+        fs: &'static str,
+    },
 }
 
 impl Filesystem {
@@ -260,10 +294,14 @@ pub fn find_mountable(name: &str) -> Result<&'static Filesystem, UnknownFs> {
 /// take it. A remote source keeps its own colons (`sftpfs:host:dir`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spec<'a> {
+    /// The filesystem named.
     pub fs: &'static Filesystem,
+    /// What came after the first colon; `None` if nothing did.
     pub source: Option<&'a str>,
 }
 
+/// Splits `FS[:SOURCE]` and checks the source against what the filesystem
+/// takes. An empty source counts as none.
 pub fn parse_spec(spec: &str) -> Result<Spec<'_>, SpecError> {
     let (name, source) = match spec.split_once(':') {
         Some((n, s)) => (n, Some(s).filter(|s| !s.is_empty())),

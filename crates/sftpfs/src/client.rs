@@ -63,8 +63,8 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `route`. Nothing connects until [`connect`] or the
-    /// first request.
+    /// A client for `route`. Nothing connects until
+    /// [`connect`](Client::connect) or the first request.
     pub fn new(route: Route, timeout: Duration, reconnect: bool) -> Arc<Client> {
         let client = Arc::new(Client {
             route,

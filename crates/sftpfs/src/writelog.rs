@@ -82,7 +82,8 @@ impl WriteLog {
     }
 
     /// A log in `map`: a fresh one if `map` holds none, else the previous
-    /// process's, whose unconfirmed writes [`unconfirmed`] lists.
+    /// process's, whose unconfirmed writes
+    /// [`unconfirmed`](WriteLog::unconfirmed) lists.
     pub fn open(map: SharedMap) -> WriteLog {
         let log = WriteLog {
             map,

@@ -67,10 +67,13 @@ use crate::types::*;
 /// waits on (`init`, `destroy`, `forget`) stay synchronous.
 #[allow(unused_variables)]
 pub trait AsyncFilesystem: Send + Sync + 'static {
+    /// As [`Filesystem::init`], and like it synchronous: it runs before the
+    /// first request.
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
         Ok(())
     }
 
+    /// As [`Filesystem::destroy`].
     fn destroy(&self) {}
 
     /// See [`Filesystem::counters`].
@@ -78,14 +81,17 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// As [`Filesystem::forget`]; synchronous, as nobody waits for it.
     fn forget(&self, node: NodeId, nlookup: u64) {}
 
+    /// As [`Filesystem::batch_forget`]; the default calls `forget` for each.
     fn batch_forget(&self, nodes: &mut dyn Iterator<Item = (NodeId, u64)>) {
         for (node, n) in nodes {
             self.forget(node, n);
         }
     }
 
+    /// As [`Filesystem::lookup`].
     fn lookup(
         &self,
         ctx: &Ctx<'_>,
@@ -95,6 +101,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::getattr`].
     fn getattr(
         &self,
         ctx: &Ctx<'_>,
@@ -104,6 +111,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::setattr`].
     fn setattr(
         &self,
         ctx: &Ctx<'_>,
@@ -113,6 +121,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::readlink`].
     fn readlink(
         &self,
         ctx: &Ctx<'_>,
@@ -122,6 +131,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::symlink`].
     fn symlink(
         &self,
         ctx: &Ctx<'_>,
@@ -132,6 +142,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::mknod`].
     fn mknod(
         &self,
         ctx: &Ctx<'_>,
@@ -142,6 +153,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::mkdir`].
     fn mkdir(
         &self,
         ctx: &Ctx<'_>,
@@ -152,6 +164,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::unlink`].
     fn unlink(
         &self,
         ctx: &Ctx<'_>,
@@ -161,6 +174,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::rmdir`].
     fn rmdir(
         &self,
         ctx: &Ctx<'_>,
@@ -170,6 +184,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::rename`].
     fn rename(
         &self,
         ctx: &Ctx<'_>,
@@ -178,6 +193,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::link`].
     fn link(
         &self,
         ctx: &Ctx<'_>,
@@ -188,6 +204,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::open`].
     fn open(
         &self,
         ctx: &Ctx<'_>,
@@ -208,6 +225,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::write`].
     fn write(
         &self,
         ctx: &Ctx<'_>,
@@ -217,6 +235,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::flush`].
     fn flush(
         &self,
         ctx: &Ctx<'_>,
@@ -227,6 +246,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::release`].
     fn release(
         &self,
         ctx: &Ctx<'_>,
@@ -236,6 +256,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// As [`Filesystem::fsync`].
     fn fsync(
         &self,
         ctx: &Ctx<'_>,
@@ -246,6 +267,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::opendir`].
     fn opendir(
         &self,
         ctx: &Ctx<'_>,
@@ -255,6 +277,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::readdir`].
     fn readdir(
         &self,
         ctx: &Ctx<'_>,
@@ -276,6 +299,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         self.readdir(ctx, node, args, out)
     }
 
+    /// As [`Filesystem::releasedir`].
     fn releasedir(
         &self,
         ctx: &Ctx<'_>,
@@ -285,6 +309,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// As [`Filesystem::fsyncdir`].
     fn fsyncdir(
         &self,
         ctx: &Ctx<'_>,
@@ -295,6 +320,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::statfs`].
     fn statfs(&self, ctx: &Ctx<'_>, node: NodeId) -> impl Future<Output = FsResult<Statfs>> + Send {
         async {
             Ok(Statfs {
@@ -306,6 +332,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         }
     }
 
+    /// As [`Filesystem::setxattr`].
     fn setxattr(
         &self,
         ctx: &Ctx<'_>,
@@ -327,6 +354,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::listxattr`].
     fn listxattr(
         &self,
         ctx: &Ctx<'_>,
@@ -336,6 +364,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::removexattr`].
     fn removexattr(
         &self,
         ctx: &Ctx<'_>,
@@ -345,6 +374,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::access`].
     fn access(
         &self,
         ctx: &Ctx<'_>,
@@ -354,6 +384,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::create`].
     fn create(
         &self,
         ctx: &Ctx<'_>,
@@ -364,6 +395,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::getlk`].
     fn getlk(
         &self,
         ctx: &Ctx<'_>,
@@ -384,6 +416,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::bmap`].
     fn bmap(
         &self,
         ctx: &Ctx<'_>,
@@ -394,6 +427,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::ioctl`].
     fn ioctl(
         &self,
         ctx: &Ctx<'_>,
@@ -404,6 +438,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::poll`].
     fn poll(
         &self,
         ctx: &Ctx<'_>,
@@ -413,6 +448,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::fallocate`].
     fn fallocate(
         &self,
         ctx: &Ctx<'_>,
@@ -422,6 +458,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::lseek`].
     fn lseek(
         &self,
         ctx: &Ctx<'_>,
@@ -431,6 +468,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::copy_file_range`].
     fn copy_file_range(
         &self,
         ctx: &Ctx<'_>,
@@ -439,10 +477,12 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::syncfs`].
     fn syncfs(&self, ctx: &Ctx<'_>) -> impl Future<Output = FsResult<()>> + Send {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::tmpfile`].
     fn tmpfile(
         &self,
         ctx: &Ctx<'_>,
@@ -452,6 +492,7 @@ pub trait AsyncFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`Filesystem::statx`].
     fn statx(
         &self,
         ctx: &Ctx<'_>,
@@ -519,6 +560,7 @@ impl<A: AsyncFilesystem> AsyncAdapter<A> {
         self
     }
 
+    /// The filesystem this adapter serves.
     pub fn inner(&self) -> &Arc<A> {
         &self.fs
     }

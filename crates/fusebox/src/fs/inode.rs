@@ -29,22 +29,31 @@ pub trait Filesystem: Send + Sync + 'static {
     /// The kernel is done with the filesystem (unmount).
     fn destroy(&self) {}
 
+    /// Find `name` in the directory `parent`. A successful answer takes a
+    /// lookup reference on the node; a negative [`Entry`] (node 0) lets the
+    /// kernel remember that the name does not exist.
     fn lookup(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         Err(Errno::ENOSYS)
     }
 
+    /// The kernel dropped `nlookup` references to `node`; it gets no answer.
     fn forget(&self, node: NodeId, nlookup: u64) {}
 
+    /// Several forgets in one request; the default calls `forget` for each.
     fn batch_forget(&self, nodes: &mut dyn Iterator<Item = (NodeId, u64)>) {
         for (node, n) in nodes {
             self.forget(node, n);
         }
     }
 
+    /// The node's attributes for stat(2); `fh` is set when the call came
+    /// through an open file (fstat(2)).
     fn getattr(&self, ctx: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
         Err(Errno::ENOSYS)
     }
 
+    /// Change what `attr` names (chmod, chown, truncate, utimes) and return
+    /// the attributes that result.
     fn setattr(&self, ctx: &Ctx, node: NodeId, attr: &SetAttr) -> FsResult<AttrReply> {
         Err(Errno::ENOSYS)
     }
@@ -54,30 +63,40 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Create `name` in `parent` as a symbolic link to `target`.
     fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
         Err(Errno::ENOSYS)
     }
 
+    /// Create a device node, FIFO, socket or regular file `name` in `parent`
+    /// (regular files too when `create` answers ENOSYS).
     fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mknod) -> FsResult<Entry> {
         Err(Errno::ENOSYS)
     }
 
+    /// Create the directory `name` in `parent`.
     fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, args: &Mkdir) -> FsResult<Entry> {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the non-directory `name` from `parent`. The node itself lives
+    /// on while the kernel holds references to it.
     fn unlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the empty directory `name` from `parent`.
     fn rmdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Move a name, replacing what the target name held unless `args.flags`
+    /// says otherwise (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
     fn rename(&self, ctx: &Ctx, args: &Rename) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Make `new_name` in `new_parent` another name for `node` (a hard link).
     fn link(
         &self,
         ctx: &Ctx,
@@ -104,18 +123,29 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Each close(2) of a descriptor for the open file `fh` (there may be
+    /// several, after dup(2) or fork(2)); the error returned is close's.
+    /// `lock_owner`'s POSIX locks on the file go with it. ENOSYS: the kernel
+    /// stops sending FLUSH.
     fn flush(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, lock_owner: u64) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// The last reference to the open file `args.fh` is gone: free what
+    /// `open` set up. Nobody sees the answer.
     fn release(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
         Ok(())
     }
 
+    /// Make the file's data, and unless `datasync` its attributes, durable.
+    /// ENOSYS: the kernel stops asking and fsync(2) succeeds.
     fn fsync(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Open a directory for listing; the handle comes back in `readdir` and
+    /// `releasedir`. ENOSYS, when the kernel offers no_opendir support, makes
+    /// every later opendir skip the daemon.
     fn opendir(&self, ctx: &Ctx, node: NodeId, args: &Open) -> FsResult<Opened> {
         Err(Errno::ENOSYS)
     }
@@ -137,14 +167,20 @@ pub trait Filesystem: Send + Sync + 'static {
         self.readdir(ctx, node, args, out)
     }
 
+    /// The last reference to the open directory `args.fh` is gone, as
+    /// `release` for files.
     fn releasedir(&self, ctx: &Ctx, node: NodeId, args: &Release) -> FsResult<()> {
         Ok(())
     }
 
+    /// fsync(2) on a directory: make its entries durable. ENOSYS: the kernel
+    /// stops asking.
     fn fsyncdir(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Figures for statfs(2). The default reports an empty filesystem that
+    /// takes 255-byte names.
     fn statfs(&self, ctx: &Ctx, node: NodeId) -> FsResult<Statfs> {
         Ok(Statfs {
             namelen: 255,
@@ -154,6 +190,8 @@ pub trait Filesystem: Send + Sync + 'static {
         })
     }
 
+    /// Set an extended attribute. ENOSYS: the kernel stops asking and
+    /// setxattr(2) fails with EOPNOTSUPP.
     fn setxattr(&self, ctx: &Ctx, node: NodeId, args: &Setxattr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -169,10 +207,14 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the extended attribute `name`; ENODATA if it is not set.
     fn removexattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// access(2)'s check of `mask` (`R_OK`, `W_OK`, `X_OK` bits, or `F_OK`),
+    /// sent only on mounts without `default_permissions`. ENOSYS: the kernel
+    /// stops asking and takes every later check as passed.
     fn access(&self, ctx: &Ctx, node: NodeId, mask: i32) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -201,6 +243,10 @@ pub trait Filesystem: Send + Sync + 'static {
         false
     }
 
+    /// The lock that would keep `lock` from being taken, or one of type
+    /// `F_UNLCK` if none. The kernel sends lock requests only to a
+    /// filesystem that enabled `POSIX_LOCKS` in `init`; otherwise it keeps
+    /// locks itself.
     fn getlk(&self, ctx: &Ctx, node: NodeId, lock: &Lock) -> FsResult<LockInfo> {
         Err(Errno::ENOSYS)
     }
@@ -210,6 +256,8 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// The device block holding block `block` (of `blocksize` bytes) of the
+    /// file, for FIBMAP on a filesystem over a block device.
     fn bmap(&self, ctx: &Ctx, node: NodeId, block: u64, blocksize: u32) -> FsResult<u64> {
         Err(Errno::ENOSYS)
     }
@@ -224,6 +272,7 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Allocate, zero or punch out the range `args` names (fallocate(2)).
     fn fallocate(&self, ctx: &Ctx, node: NodeId, args: &Fallocate) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -238,6 +287,7 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// syncfs(2) on the mount: make everything the filesystem holds durable.
     fn syncfs(&self, ctx: &Ctx) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }

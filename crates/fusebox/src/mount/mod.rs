@@ -110,6 +110,7 @@ impl Mount {
         }
     }
 
+    /// Where the filesystem is mounted.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
@@ -138,6 +139,8 @@ impl Mount {
         unmount_path(&self.mountpoint, self.method == Method::Fusermount)
     }
 
+    /// False once `unmount` or `disown` has run: dropping the `Mount` then
+    /// leaves the mount alone.
     pub fn is_mounted(&self) -> bool {
         self.mounted.load(Ordering::Acquire)
     }
@@ -421,8 +424,11 @@ pub fn unmount_path(mountpoint: &Path, fusermount: bool) -> Result<(), Error> {
 /// A FUSE mount as /proc/self/mountinfo lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuseMountInfo {
+    /// Where it is mounted.
     pub mountpoint: PathBuf,
+    /// Its type: `fuse`, `fuseblk`, or `fuse.SUBTYPE`.
     pub fstype: String,
+    /// Its source (`fsname`).
     pub source: String,
     /// Device minor = fusectl connection number.
     pub connection: u32,

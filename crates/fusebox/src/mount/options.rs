@@ -12,18 +12,32 @@ use crate::types::Timeouts;
 /// Options passed to mount(2) or fusermount3.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
+    /// The mount's source as mount(8) and /proc/mounts show it (`fsname=`).
     pub fsname: Option<String>,
+    /// The type shown after `fuse.` (`subtype=`).
     pub subtype: Option<String>,
+    /// Let users other than the mount's owner in (`allow_other`).
     pub allow_other: bool,
+    /// Let the kernel check permissions from the mode bits, as for a local
+    /// filesystem (`default_permissions`); ACCESS is then never sent.
     pub default_permissions: bool,
+    /// Mount read-only (`ro`).
     pub read_only: bool,
+    /// Ignore setuid and setgid bits (`nosuid`; on by default).
     pub nosuid: bool,
+    /// Refuse to open device nodes (`nodev`; on by default).
     pub nodev: bool,
+    /// Refuse to execute files (`noexec`).
     pub noexec: bool,
+    /// Do not update access times (`noatime`).
     pub noatime: bool,
+    /// Make every write synchronous (`sync`).
     pub sync: bool,
+    /// Make directory changes synchronous (`dirsync`).
     pub dirsync: bool,
+    /// Largest READ the kernel sends, in bytes (`max_read=`).
     pub max_read: Option<u32>,
+    /// Block size of a block-device-backed mount (`blksize=`, fuseblk).
     pub blksize: Option<u32>,
     /// The user the mount belongs to (the kernel's `user_id`: who may use
     /// it without allow_other); the mounter by default. Root only.
@@ -86,8 +100,11 @@ pub struct FsOptions {
 /// user set explicitly should replace that.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TimeoutOverrides {
+    /// `-o entry_timeout=`: how long names are cached.
     pub entry: Option<Duration>,
+    /// `-o attr_timeout=`: how long attributes are cached.
     pub attr: Option<Duration>,
+    /// `-o negative_timeout=`: how long a missing name is remembered.
     pub negative: Option<Duration>,
 }
 
@@ -106,8 +123,11 @@ impl FsOptions {
 /// Everything `-o` can say.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
+    /// What goes to mount(2) or fusermount3.
     pub mount: MountOptions,
+    /// What goes into the INIT negotiation.
     pub init: InitConfig,
+    /// What the filesystem applies to its own answers.
     pub fs: FsOptions,
 }
 

@@ -20,11 +20,21 @@ pub struct Connection {
     /// Flags the user turned off (`-o no_...`): `enable` leaves them off,
     /// so a mount option wins over a filesystem's own preference.
     pub refused: u64,
+    /// Largest WRITE payload in bytes; the reply clamps it to 4 KiB..1 MiB.
     pub max_write: u32,
+    /// Largest READ the kernel sends, as the `max_read` mount option set it.
     pub max_read: u32,
+    /// Most readahead in bytes: the kernel's offer, lowered to what the
+    /// session asked for.
     pub max_readahead: u32,
+    /// Most background requests (readahead, writeback) the kernel keeps
+    /// outstanding.
     pub max_background: u16,
+    /// Outstanding background requests past which the kernel reports the
+    /// mount congested.
     pub congestion_threshold: u16,
+    /// Granularity of the filesystem's timestamps in nanoseconds (1: full
+    /// precision).
     pub time_gran: u32,
     /// Passthrough stacking depth (1 for a filesystem over a local one).
     pub max_stack_depth: u32,
@@ -33,6 +43,7 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Whether the kernel offered `flag`, whatever is asked for.
     pub fn kernel_offers(&self, flag: u64) -> bool {
         self.kernel_flags & flag != 0
     }
@@ -47,6 +58,7 @@ impl Connection {
         self.kernel_offers(flag)
     }
 
+    /// Stop asking for `flag`.
     pub fn disable(&mut self, flag: u64) {
         self.want &= !flag;
     }
@@ -70,11 +82,19 @@ impl Connection {
 /// What a session asks for before the filesystem has its say.
 #[derive(Clone, Debug)]
 pub struct InitConfig {
+    /// Largest WRITE payload asked for (`-o max_write`).
     pub max_write: u32,
+    /// Largest READ, as the `max_read` mount option sets it.
     pub max_read: u32,
+    /// Readahead in bytes (`-o max_readahead`); `None` takes the kernel's
+    /// offer.
     pub max_readahead: Option<u32>,
+    /// Background requests the kernel may keep outstanding.
     pub max_background: u16,
+    /// Where congestion starts; `None` for three quarters of
+    /// `max_background`.
     pub congestion_threshold: Option<u16>,
+    /// INIT flags to ask for, before the filesystem has its say.
     pub want: u64,
     /// Flags the user turned off explicitly (see [`Connection::refused`]).
     pub refused: u64,

@@ -23,23 +23,50 @@ use crate::types::{FileHandle, NodeId, TimeOrNow, Timespec};
 /// when its unique is known, never with a panic.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// The buffer cannot hold even the header.
     #[error("request of {got} bytes is shorter than the {need}-byte header")]
-    ShortHeader { got: usize, need: usize },
-    #[error("header says {declared} bytes but {got} arrived")]
-    LengthMismatch { declared: usize, got: usize },
-    #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
-    ShortArgs {
-        opcode: Opcode,
+    ShortHeader {
+        /// Bytes there were.
+        got: usize,
+        /// The header's size.
         need: usize,
+    },
+    /// The header's `len` and the bytes read disagree.
+    #[error("header says {declared} bytes but {got} arrived")]
+    LengthMismatch {
+        /// What `fuse_in_header.len` says.
+        declared: usize,
+        /// What arrived.
         got: usize,
     },
+    /// The opcode's arguments are cut short.
+    #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
+    ShortArgs {
+        /// The request's opcode.
+        opcode: Opcode,
+        /// Bytes the arguments take.
+        need: usize,
+        /// Bytes there were.
+        got: usize,
+    },
+    /// A name runs to the end of the request without its NUL.
     #[error("{opcode:?}: name is not NUL-terminated")]
-    UnterminatedName { opcode: Opcode },
+    UnterminatedName {
+        /// The request's opcode.
+        opcode: Opcode,
+    },
+    /// `total_extlen` claims more than the request holds.
     #[error("{opcode:?}: extension length {ext} exceeds the request")]
-    BadExtensions { opcode: Opcode, ext: usize },
+    BadExtensions {
+        /// The request's opcode.
+        opcode: Opcode,
+        /// The extensions' length in bytes.
+        ext: usize,
+    },
 }
 
 impl ParseError {
+    /// What the kernel is told: EINVAL, whatever was wrong.
     pub fn errno(&self) -> Errno {
         Errno::EINVAL
     }
@@ -55,17 +82,22 @@ pub struct ParseConfig {
 /// A parsed request: the header and its typed operation.
 #[derive(Debug)]
 pub struct Request<'a> {
+    /// The request's header as the kernel sent it.
     pub header: abi::InHeader,
+    /// The operation and its arguments.
     pub op: Op<'a>,
 }
 
 impl Request<'_> {
+    /// The header's opcode.
     pub fn opcode(&self) -> Opcode {
         Opcode(self.header.opcode)
     }
+    /// The request's id, to answer it by.
     pub fn unique(&self) -> u64 {
         self.header.unique
     }
+    /// The node the request is about (`fuse_in_header.nodeid`).
     pub fn node(&self) -> NodeId {
         NodeId(self.header.nodeid)
     }
@@ -74,113 +106,197 @@ impl Request<'_> {
 /// Every request the kernel sends, with its arguments typed.
 #[derive(Debug)]
 pub enum Op<'a> {
+    /// INIT: the kernel's half of the handshake.
     Init(abi::InitIn),
+    /// DESTROY: the mount is going away.
     Destroy,
+    /// LOOKUP: find a name in the header's node.
     Lookup {
+        /// The name looked up.
         name: &'a OsStr,
     },
+    /// FORGET: the kernel drops references to the header's node.
     Forget {
+        /// How many.
         nlookup: u64,
     },
+    /// BATCH_FORGET: several forgets at once.
     BatchForget {
+        /// Each node with its count.
         nodes: BatchForgetList<'a>,
     },
+    /// GETATTR.
     Getattr {
+        /// The open file the call came through (fstat), if any.
         fh: Option<FileHandle>,
     },
+    /// SETATTR.
     Setattr(SetAttr),
+    /// READLINK.
     Readlink,
+    /// SYMLINK: a new link in the header's node.
     Symlink {
+        /// The new entry's name.
         name: &'a OsStr,
+        /// What the link points at.
         target: &'a OsStr,
     },
+    /// MKNOD: a new node in the header's node.
     Mknod {
+        /// The new entry's name.
         name: &'a OsStr,
+        /// Type, permissions and device number.
         args: Mknod,
     },
+    /// MKDIR: a new directory in the header's node.
     Mkdir {
+        /// The new entry's name.
         name: &'a OsStr,
+        /// Permissions and umask.
         args: Mkdir,
     },
+    /// UNLINK: remove a name from the header's node.
     Unlink {
+        /// The name removed.
         name: &'a OsStr,
     },
+    /// RMDIR: remove an empty directory from the header's node.
     Rmdir {
+        /// The name removed.
         name: &'a OsStr,
     },
+    /// RENAME and RENAME2.
     Rename(Rename<'a>),
+    /// LINK: a new name, in the header's node, for an existing node.
     Link {
+        /// The existing node (`fuse_link_in.oldnodeid`).
         target: NodeId,
+        /// The new name.
         new_name: &'a OsStr,
     },
+    /// OPEN.
     Open(Open),
+    /// READ.
     Read(Read),
+    /// WRITE.
     Write(Write<'a>),
+    /// STATFS.
     Statfs,
+    /// RELEASE.
     Release(Release),
+    /// FSYNC.
     Fsync {
+        /// The open file.
         fh: FileHandle,
+        /// fdatasync(2): the data only.
         datasync: bool,
     },
+    /// SETXATTR.
     Setxattr(Setxattr<'a>),
+    /// GETXATTR.
     Getxattr {
+        /// The attribute's name.
         name: &'a OsStr,
+        /// The caller's buffer size; 0 asks for the size only.
         size: u32,
     },
+    /// LISTXATTR.
     Listxattr {
+        /// The caller's buffer size; 0 asks for the size only.
         size: u32,
     },
+    /// REMOVEXATTR.
     Removexattr {
+        /// The attribute's name.
         name: &'a OsStr,
     },
+    /// FLUSH: a close(2) of one descriptor.
     Flush {
+        /// The open file.
         fh: FileHandle,
+        /// The closing process's lock owner.
         lock_owner: u64,
     },
+    /// OPENDIR.
     Opendir(Open),
+    /// READDIR.
     Readdir(Read),
+    /// READDIRPLUS.
     Readdirplus(Read),
+    /// RELEASEDIR.
     Releasedir(Release),
+    /// FSYNCDIR.
     Fsyncdir {
+        /// The open directory.
         fh: FileHandle,
+        /// fdatasync(2): the data only.
         datasync: bool,
     },
+    /// GETLK.
     Getlk(Lock),
+    /// SETLK and SETLKW.
     Setlk {
+        /// The lock to take or release.
         lock: Lock,
+        /// SETLKW: wait for a conflicting lock to go.
         sleep: bool,
     },
+    /// ACCESS.
     Access {
+        /// `R_OK`, `W_OK`, `X_OK` bits, or `F_OK`.
         mask: i32,
     },
+    /// CREATE: a new file in the header's node, opened.
     Create {
+        /// The new file's name.
         name: &'a OsStr,
+        /// Open flags, type, permissions.
         args: Create,
     },
+    /// INTERRUPT: the caller of another request gave up.
     Interrupt {
+        /// That request's id.
         unique: u64,
     },
+    /// BMAP.
     Bmap {
+        /// Block number within the file.
         block: u64,
+        /// Block size in bytes.
         blocksize: u32,
     },
+    /// IOCTL.
     Ioctl(Ioctl<'a>),
+    /// POLL.
     Poll(Poll),
+    /// NOTIFY_REPLY: the kernel's answer to a retrieve notification.
     NotifyReply {
+        /// Byte offset of the data in the file.
         offset: u64,
+        /// Bytes of data.
         size: u32,
+        /// The cached data the kernel had.
         data: &'a [u8],
     },
+    /// FALLOCATE.
     Fallocate(Fallocate),
+    /// LSEEK.
     Lseek(Lseek),
+    /// COPY_FILE_RANGE and COPY_FILE_RANGE_64.
     CopyFileRange {
+        /// Source, destination and length.
         args: CopyFileRange,
+        /// COPY_FILE_RANGE_64: the reply carries a 64-bit count.
         wide: bool,
     },
+    /// SYNCFS.
     Syncfs,
+    /// TMPFILE: an unnamed file in the header's node, opened.
     Tmpfile {
+        /// Open flags, type, permissions.
         args: Create,
     },
+    /// STATX.
     Statx(Statx),
     /// An opcode fusebox does not serve (DAX mappings, CUSE, future ones):
     /// answered ENOSYS.
@@ -194,15 +310,18 @@ pub struct BatchForgetList<'a> {
 }
 
 impl<'a> BatchForgetList<'a> {
+    /// Each node and how many references to drop on it.
     pub fn iter(&self) -> impl Iterator<Item = (NodeId, u64)> + 'a {
         self.bytes
             .chunks_exact(size_of::<abi::ForgetOne>())
             .filter_map(|c| abi::ForgetOne::read_from_bytes(c).ok())
             .map(|f| (NodeId(f.nodeid), f.nlookup))
     }
+    /// How many nodes the batch holds.
     pub fn len(&self) -> usize {
         self.bytes.len() / size_of::<abi::ForgetOne>()
     }
+    /// True for a batch of none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -24,7 +24,9 @@ pub trait ReplySink {
 /// transport's buffer already holds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Body<'a> {
+    /// The opcode's fixed reply struct as bytes; empty for none.
     pub fixed: &'a [u8],
+    /// Variable data after it (file data, names, directory entries).
     pub data: &'a [u8],
     /// Bytes of the body already in place in the transport's reply buffer
     /// (io_uring payload), after `fixed` and `data`: counted in the
@@ -33,11 +35,13 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
+    /// Success with nothing after the header.
     pub const EMPTY: Body<'static> = Body {
         fixed: &[],
         data: &[],
         in_place: 0,
     };
+    /// A body of one fixed reply struct.
     pub fn fixed<T: IntoBytes + zerocopy::Immutable>(v: &'a T) -> Body<'a> {
         Body {
             fixed: v.as_bytes(),
@@ -45,6 +49,7 @@ impl<'a> Body<'a> {
             in_place: 0,
         }
     }
+    /// A body of variable data alone.
     pub fn data(d: &'a [u8]) -> Body<'a> {
         Body {
             fixed: &[],
@@ -52,6 +57,7 @@ impl<'a> Body<'a> {
             in_place: 0,
         }
     }
+    /// A body of `n` bytes the transport's reply buffer already holds.
     pub fn in_place(n: usize) -> Body<'static> {
         Body {
             fixed: &[],
@@ -59,9 +65,11 @@ impl<'a> Body<'a> {
             in_place: n,
         }
     }
+    /// Bytes the header counts for the body, in-place ones included.
     pub fn len(&self) -> usize {
         self.fixed.len() + self.data.len() + self.in_place
     }
+    /// True for a body of no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -88,6 +96,9 @@ pub fn send_reply(
     }
 }
 
+/// Answer request `unique` with `e`. Values the kernel refuses (outside
+/// 1..=511) go out as EIO, so a filesystem's bad errno cannot break the
+/// connection.
 pub fn send_error(sink: &dyn ReplySink, unique: u64, e: Errno) -> io::Result<()> {
     // The kernel accepts only errors in 1..=511 (and rejects 0 with data); clamp
     // anything else to EIO so a buggy filesystem cannot break the protocol.
@@ -119,7 +130,9 @@ pub struct DataOut<'a> {
 /// A [`DataOut`] after [`DataOut::detach`].
 #[derive(Debug)]
 pub enum Detached {
+    /// The reply's bytes, this many, are in the lent buffer.
     InPlace(usize),
+    /// The data outgrew the lent buffer and moved into a vector of its own.
     Spilled(DataOut<'static>),
 }
 
@@ -140,6 +153,7 @@ impl Default for DataOut<'_> {
 }
 
 impl<'a> DataOut<'a> {
+    /// An owned buffer with room for `cap` bytes, the reply limit too.
     pub fn with_capacity(cap: usize) -> DataOut<'static> {
         DataOut {
             store: Store::Own(Vec::with_capacity(cap)),
@@ -215,6 +229,7 @@ impl<'a> DataOut<'a> {
         }
     }
 
+    /// Append `b`; a lent buffer too small gives way to an owned vector.
     pub fn extend_from_slice(&mut self, b: &[u8]) {
         self.make_room(b.len());
         match &mut self.store {
@@ -285,6 +300,7 @@ impl<'a> DataOut<'a> {
         }
     }
 
+    /// The bytes written so far.
     pub fn as_slice(&self) -> &[u8] {
         match &self.store {
             Store::Own(v) => v,
@@ -292,6 +308,7 @@ impl<'a> DataOut<'a> {
         }
     }
 
+    /// How many bytes are written so far.
     pub fn len(&self) -> usize {
         match &self.store {
             Store::Own(v) => v.len(),
@@ -299,6 +316,7 @@ impl<'a> DataOut<'a> {
         }
     }
 
+    /// True until something is written.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -14,14 +14,20 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use fusebox_abi::Opcode;
 
+/// The environment variable that arms a failpoint: `POINT:OPCODE`.
 pub const FAILPOINT_ENV: &str = "FUSEBOX_FAILPOINT";
 
+/// Where in a request's life the server kills itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Point {
+    /// `after-read`: read from the kernel, nothing done yet.
     AfterRead = 1,
+    /// `after-apply`: the filesystem applied it, its outcome not journaled.
     AfterApply = 2,
+    /// `after-journal`: its outcome journaled, the answer not yet written.
     AfterJournal = 3,
+    /// `before-reply`: the answer about to be written to the kernel.
     BeforeReply = 4,
 }
 

@@ -29,8 +29,12 @@ pub enum ToServer {
     /// `clones` cloned fds of it (one per classic worker), the state
     /// file, then the three optional ones below, in that order.
     Take {
+        /// The new server's generation: 1 for the first, one more for each
+        /// server after.
         generation: u64,
+        /// Where the mount is.
         mountpoint: PathBuf,
+        /// How many cloned /dev/fuse fds follow the device's own.
         clones: usize,
         /// An fd follows the state file: the mount's listening stats
         /// socket, to answer `fusebox stats` on.
@@ -64,17 +68,26 @@ pub enum ToServer {
 pub enum ToSupervisor {
     /// Started, filesystem built, waiting for the mount: an upgrade
     /// pauses the serving process only once its successor is this far.
-    Standing { pid: u32 },
+    Standing {
+        /// The new server's process.
+        pid: u32,
+    },
     /// Serving: every request from now on is answered.
     /// `recovers_from_crash`: false for a filesystem that keeps its state
     /// in its process; if this server dies, nothing is restarted.
     Serving {
+        /// The serving process.
         pid: u32,
+        /// Whether a new server can take over if this one dies; false for a
+        /// filesystem that keeps its state in its process.
         #[serde(default = "yes")]
         recovers_from_crash: bool,
     },
     /// Could not take over; the supervisor decides what next.
-    Failed { error: String },
+    Failed {
+        /// Why.
+        error: String,
+    },
     /// Paused for an upgrade: no worker reads or holds a request. An fd
     /// comes with it if the filesystem saved its state for the next server.
     Quiesced,
@@ -86,6 +99,7 @@ fn yes() -> bool {
     true
 }
 
+/// One end of the supervisor <-> server socket.
 pub struct Channel {
     sock: OwnedFd,
 }
@@ -128,10 +142,12 @@ impl Channel {
         })
     }
 
+    /// The socket, for poll(2) and for passing on.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
     }
 
+    /// Send `msg` as one packet, `fds` riding along (at most [`MAX_FDS`]).
     pub fn send<T: Serialize>(&self, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
         if fds.len() > MAX_FDS {

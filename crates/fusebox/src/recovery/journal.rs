@@ -126,7 +126,12 @@ fn probe_name<F: Filesystem>(fs: &F, ctx: &Ctx, parent: NodeId, name: &OsStr) ->
 #[derive(Debug)]
 pub enum AppliedChange<'a> {
     /// UNLINK or RMDIR of `name` in `parent`.
-    Removed { parent: NodeId, name: &'a OsStr },
+    Removed {
+        /// The directory the name was in.
+        parent: NodeId,
+        /// The name removed.
+        name: &'a OsStr,
+    },
     /// RENAME.
     Renamed(&'a crate::fs::ops::Rename<'a>),
 }

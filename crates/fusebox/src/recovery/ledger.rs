@@ -70,6 +70,9 @@ impl Slots {
     }
 }
 
+/// What the kernel holds of the filesystem, recorded in the state file as
+/// it changes: each node with its lookup count and key, and each open
+/// handle. A new server restores from it.
 pub struct Ledger {
     state: Arc<StateFile>,
     key_of: Box<KeyFn>,
@@ -95,7 +98,9 @@ pub struct Catchup {
 /// What a restore finds: the nodes the kernel still holds and the handles
 /// still open.
 pub struct Restored {
+    /// Each node the kernel holds: its id, its key, its lookup count.
     pub nodes: Vec<(NodeId, Vec<u8>, u64)>,
+    /// Each handle still open.
     pub handles: Vec<HandleRecord>,
 }
 
@@ -120,6 +125,7 @@ impl Ledger {
         }
     }
 
+    /// The state file the ledger writes.
     pub fn state(&self) -> &Arc<StateFile> {
         &self.state
     }
@@ -200,6 +206,8 @@ impl Ledger {
         }
     }
 
+    /// Record an open handle. A full state file is warned about once and
+    /// the handle goes unrecorded (it cannot be restored).
     pub fn opened(&self, h: HandleRecord) {
         let Some(slot) = self.handle_slots.take() else {
             self.full("handles");
@@ -215,6 +223,7 @@ impl Ledger {
         }
     }
 
+    /// Forget the handle `fh`: the kernel released it.
     pub fn released(&self, fh: u64) {
         if let Some((_, slot)) = self.handles.remove(&fh) {
             self.state.handle_clear(slot);

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// Parks a server's classic workers between requests for a planned upgrade,
+/// and lets them go again.
 #[derive(Default)]
 pub struct PauseControl {
     paused: AtomicBool,
@@ -88,6 +90,7 @@ impl PauseControl {
         }
     }
 
+    /// Let parked workers read again (the upgrade failed).
     pub fn resume(&self) {
         let _st = self.lock();
         self.paused.store(false, Ordering::Release);

@@ -73,7 +73,9 @@ const STATUS_MAX: usize = 1024;
 /// How many nodes and open handles a state file can hold.
 #[derive(Clone, Copy, Debug)]
 pub struct Capacity {
+    /// Nodes the kernel may hold at once and still be recorded.
     pub nodes: usize,
+    /// Open files and directories that can be recorded at once.
     pub handles: usize,
     /// Non-idempotent requests in flight at once that the journal covers.
     pub journal: usize,
@@ -110,12 +112,14 @@ pub struct RecoveryTotals {
     pub status: String,
 }
 
+/// The state file's mapping, in the supervisor or in a server.
 pub struct StateFile {
     map: SharedMap,
     cap: Capacity,
 }
 
 impl StateFile {
+    /// A new, empty state file sized for `cap` (the supervisor makes it).
     pub fn create(cap: Capacity) -> io::Result<StateFile> {
         let map = SharedMap::create("fusebox-state", Self::len(cap))?;
         map.u64_at(H_NODES)
@@ -184,48 +188,58 @@ impl StateFile {
         })
     }
 
+    /// The memfd, to hand to a server.
     pub fn fd(&self) -> &OwnedFd {
         self.map.fd()
     }
 
+    /// What the file was sized for.
     pub fn capacity(&self) -> Capacity {
         self.cap
     }
 
     // ---------------------------------------------------------- counters
 
+    /// The generation of the server serving now (or last): 1 for the first.
     pub fn generation(&self) -> u64 {
         self.map.u64_at(H_GENERATION).load(Ordering::Acquire)
     }
 
+    /// Record that generation `g` serves.
     pub fn set_generation(&self, g: u64) {
         self.map.u64_at(H_GENERATION).store(g, Ordering::Release);
     }
 
+    /// Count a server started again after one died.
     pub fn add_restart(&self) {
         self.map.u64_at(H_RESTARTS).fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Count a resent request answered from the journal or found applied.
     pub fn add_replay(&self) {
         self.map.u64_at(H_REPLAYS).fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Record how long the mount last went unserved, in microseconds.
     pub fn set_last_pause_us(&self, us: u64) {
         self.map
             .u64_at(H_LAST_PAUSE_US)
             .store(us, Ordering::Release);
     }
 
+    /// Record the serving process.
     pub fn set_server_pid(&self, pid: u32) {
         self.map
             .u64_at(H_SERVER_PID)
             .store(pid as u64, Ordering::Release);
     }
 
+    /// The serving process, as recorded; 0 before the first.
     pub fn server_pid(&self) -> u32 {
         self.map.u64_at(H_SERVER_PID).load(Ordering::Acquire) as u32
     }
 
+    /// The counters, for `fusebox stats`.
     pub fn totals(&self) -> RecoveryTotals {
         RecoveryTotals {
             generation: self.generation(),
@@ -253,6 +267,7 @@ impl StateFile {
         Ok(())
     }
 
+    /// INIT's outcome as the first server wrote it; `None` before that.
     pub fn connection(&self) -> Option<Vec<u8>> {
         match self.map.u32_at(H_CONN_LEN).load(Ordering::Acquire) as usize {
             0 => None,
@@ -270,6 +285,7 @@ impl StateFile {
             .store(b.len() as u32, Ordering::Release);
     }
 
+    /// Why the mount is no longer served; empty while it is.
     pub fn status(&self) -> String {
         let n = self.map.u32_at(H_STATUS_LEN).load(Ordering::Acquire) as usize;
         String::from_utf8_lossy(&self.map.read(H_STATUS, n.min(STATUS_MAX))).into_owned()
@@ -372,6 +388,7 @@ impl StateFile {
         now
     }
 
+    /// Unpublish the node in `slot` (its count reached 0).
     pub fn node_clear(&self, slot: usize) {
         let off = self.node_off(slot);
         if self.map.u64_at(off).swap(0, Ordering::AcqRel) != 0 {
@@ -401,6 +418,7 @@ impl StateFile {
         HEADER + self.cap.nodes * NODE_SLOT + slot * HANDLE_SLOT
     }
 
+    /// Publish `h` in a slot this thread owns.
     pub fn handle_put(&self, slot: usize, h: &HandleRecord) {
         let off = self.handle_off(slot);
         self.map.u64_at(off + 8).store(h.fh, Ordering::Relaxed);
@@ -418,18 +436,21 @@ impl StateFile {
         self.map.u32_at(off).store(1, Ordering::Release);
     }
 
+    /// The open(2) flags recorded in `slot`.
     pub fn handle_flags(&self, slot: usize) -> u32 {
         self.map
             .u32_at(self.handle_off(slot) + 24)
             .load(Ordering::Relaxed)
     }
 
+    /// Unpublish the handle in `slot` (released).
     pub fn handle_clear(&self, slot: usize) {
         self.map
             .u32_at(self.handle_off(slot))
             .store(0, Ordering::Release);
     }
 
+    /// Every published handle, with its slot.
     pub fn handles(&self) -> Vec<(usize, HandleRecord)> {
         let mut v = Vec::new();
         let hwm =
@@ -490,6 +511,7 @@ impl StateFile {
         self.map.u32_at(off).store(JOURNAL_DONE, Ordering::Release);
     }
 
+    /// Free the journal slot: the request's answer reached the kernel.
     pub fn journal_clear(&self, slot: usize) {
         self.map
             .u32_at(self.journal_off(slot))
@@ -548,7 +570,10 @@ pub enum Before {
     /// The name did not exist.
     Absent,
     /// The name was this inode.
-    Present { ino: u64 },
+    Present {
+        /// Its inode number.
+        ino: u64,
+    },
     /// The file had this size (an append).
     Size(u64),
 }
@@ -576,8 +601,11 @@ impl Before {
 /// A journaled request found again after a crash.
 #[derive(Clone, Debug)]
 pub struct JournalRecord {
+    /// The journal slot it is in.
     pub slot: usize,
+    /// The request's opcode.
     pub opcode: u32,
+    /// What the name or file looked like before.
     pub before: Before,
     /// Applied and answered with (errno or 0, body); None: begun only.
     pub done: Option<(i32, Vec<u8>)>,
@@ -586,12 +614,15 @@ pub struct JournalRecord {
 /// An open file or directory the kernel holds a handle to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandleRecord {
+    /// The handle the filesystem gave out.
     pub fh: u64,
+    /// The node it is open on.
     pub node: u64,
     /// The open(2) flags it was opened with.
     pub flags: u32,
     /// Its passthrough backing id (0: none): the id lives in the kernel
     /// connection and stays valid; a new server reuses it.
     pub backing_id: i32,
+    /// Opened by OPENDIR rather than OPEN.
     pub dir: bool,
 }

@@ -26,14 +26,18 @@ use crate::stats::{Snapshot, StatsServer, StatsSocket};
 use crate::sys::shared_map::SharedMap;
 use crate::transport::dev::{device_gone, DevChannel};
 
+/// How a supervisor runs its mount: what it keeps for the servers and
+/// how often it restarts them.
 #[derive(Clone, Debug)]
 pub struct SupervisorConfig {
     /// Classic worker fds to clone and keep (the server's worker count).
     pub clones: usize,
+    /// How many nodes, handles and journaled requests the state file holds.
     pub capacity: Capacity,
     /// A server that dies more than this many times within
     /// `restart_window` is not started again.
     pub max_restarts: usize,
+    /// The window `max_restarts` counts deaths in.
     pub restart_window: Duration,
     /// How long a server may take from start to serving.
     pub start_timeout: Duration,
@@ -83,12 +87,20 @@ pub fn control_socket_for(mountpoint: &Path) -> PathBuf {
 /// A request on the control socket: one JSON line in, one out.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum ControlRequest {
-    Upgrade { binary: Option<PathBuf> },
+    /// Start a new server and hand the mount to it (`fusebox upgrade`).
+    Upgrade {
+        /// The program to start instead of the running one; `None` starts
+        /// the same again.
+        binary: Option<PathBuf>,
+    },
 }
 
+/// The supervisor's answer on the control socket.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum ControlReply {
+    /// The request was carried out; the text says what happened.
     Done(String),
+    /// It was not; the text says why. The old server serves on.
     Failed(String),
 }
 
@@ -179,6 +191,9 @@ pub enum SupervisorExit {
     Unmounted,
 }
 
+/// Holds a mount, its /dev/fuse fds and its recovery state, and runs the
+/// servers that serve it, one at a time, starting the next when one dies
+/// or is upgraded. It does no filesystem work itself.
 pub struct Supervisor {
     mount: Arc<Mount>,
     clones: Vec<OwnedFd>,
@@ -261,10 +276,12 @@ impl Supervisor {
         })
     }
 
+    /// The recovery state file the servers record into.
     pub fn state(&self) -> &Arc<StateFile> {
         &self.state
     }
 
+    /// The mount supervised.
     pub fn mount(&self) -> &Arc<Mount> {
         &self.mount
     }

@@ -118,14 +118,17 @@ impl<F: Filesystem> DrivenSession<F> {
         self.buf_size
     }
 
+    /// The mount served.
     pub fn mount(&self) -> &Mount {
         &self.mount
     }
 
+    /// The filesystem served.
     pub fn filesystem(&self) -> &Arc<F> {
         &self.fs
     }
 
+    /// Sends the kernel notifications (cache invalidation, poll wake-ups).
     pub fn notifier(&self) -> &Notifier {
         &self.notifier
     }

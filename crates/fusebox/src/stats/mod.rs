@@ -46,6 +46,7 @@ pub struct WorkerStats {
 }
 
 impl WorkerStats {
+    /// An empty table, shown under `label`.
     pub fn new(label: impl Into<String>) -> WorkerStats {
         WorkerStats {
             ops: (0..Opcode::TABLE_LEN)
@@ -96,16 +97,22 @@ fn bump(a: &AtomicU64, by: u64) {
 /// Totals for one request type.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct OpSnapshot {
+    /// The request type's opcode.
     pub opcode: u32,
+    /// Its name without `FUSE_` ("READ").
     pub name: String,
+    /// Requests served.
     pub count: u64,
+    /// Of those, how many were answered with an error.
     pub errors: u64,
+    /// Service time of them all, in nanoseconds.
     pub total_ns: u64,
     /// `bins[n]` = requests that took 2^(n+1)..2^(n+2) ns.
     pub bins: Vec<u64>,
 }
 
 impl OpSnapshot {
+    /// Mean service time in nanoseconds; 0 for a type never served.
     pub fn mean_ns(&self) -> u64 {
         self.total_ns.checked_div(self.count).unwrap_or(0)
     }
@@ -127,14 +134,21 @@ impl OpSnapshot {
 /// What `fusebox stats` prints: per-type totals across all workers.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Snapshot {
+    /// Where the filesystem is mounted.
     pub mountpoint: String,
+    /// The serving process.
     pub pid: u32,
+    /// Which transport serves: "classic" or "uring".
     pub transport: String,
     /// Requests served by each worker or io_uring queue ("dev/0", "uring/q1").
     pub workers: Vec<WorkerTotal>,
+    /// The protocol minor version in use.
     pub proto_minor: u32,
+    /// The INIT flags in force, by name.
     pub flags: Vec<String>,
+    /// Time since the session started serving, in milliseconds.
     pub uptime_ms: u64,
+    /// Per request type, those served at least once, in opcode order.
     pub ops: Vec<OpSnapshot>,
     /// Requests in flight, and those answered later.
     #[serde(default)]
@@ -149,10 +163,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The totals of the request type called `name` ("READ"), if served.
     pub fn op(&self, name: &str) -> Option<&OpSnapshot> {
         self.ops.iter().find(|o| o.name == name)
     }
 
+    /// Requests of every type served.
     pub fn total_requests(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
@@ -213,10 +229,12 @@ impl Snapshot {
 pub struct FsCounter {
     /// Dotted, the first part a group: "sftp.READ", "pages.hits".
     pub name: String,
+    /// A count or a level (bytes held), as the name says.
     pub value: u64,
 }
 
 impl FsCounter {
+    /// `name` (dotted: "group.item") at `value`.
     pub fn new(name: impl Into<String>, value: u64) -> FsCounter {
         FsCounter {
             name: name.into(),
@@ -249,11 +267,14 @@ pub fn counter_lines(counters: &[FsCounter]) -> Vec<String> {
 /// How many requests one worker (or io_uring queue) served.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerTotal {
+    /// The worker's or queue's label ("dev/0", "uring/q1").
     pub label: String,
+    /// Requests it served.
     pub requests: u64,
 }
 
 impl WorkerStats {
+    /// How many requests this worker served, under its label.
     pub fn total(&self) -> WorkerTotal {
         WorkerTotal {
             label: self.label.clone(),
@@ -266,7 +287,6 @@ impl WorkerStats {
     }
 }
 
-/// Sum the workers' tables into per-type totals (types never seen are left out).
 /// Add `base` (what earlier server generations of a supervised mount
 /// served) into `ops`, keeping them in opcode order.
 pub fn add_ops(ops: &mut Vec<OpSnapshot>, base: &[OpSnapshot]) {
@@ -289,6 +309,7 @@ pub fn add_ops(ops: &mut Vec<OpSnapshot>, base: &[OpSnapshot]) {
     ops.sort_by_key(|o| o.opcode);
 }
 
+/// Sum the workers' tables into per-type totals (types never seen are left out).
 pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
     let mut out = Vec::new();
     for idx in 0..Opcode::TABLE_LEN {

@@ -182,6 +182,7 @@ impl StatsSocket {
         }
     }
 
+    /// The listening socket, to hand to a server that answers on it.
     pub fn listener(&self) -> &UnixListener {
         &self.listener
     }
@@ -197,6 +198,9 @@ impl Drop for StatsSocket {
 }
 
 impl StatsServer {
+    /// Bind the stats socket of `mountpoint` and answer `fusebox stats` on it
+    /// from a thread of its own, with what `snapshot` returns. The socket file
+    /// goes when the server is dropped.
     pub fn start(
         mountpoint: &Path,
         snapshot: impl Fn() -> Snapshot + Send + 'static,
@@ -254,6 +258,7 @@ impl StatsServer {
         })
     }
 
+    /// The socket's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

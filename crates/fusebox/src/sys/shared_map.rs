@@ -57,10 +57,12 @@ impl SharedMap {
         Ok(SharedMap { ptr, len, fd })
     }
 
+    /// Size of the mapping in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True for a mapping of no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -81,6 +83,8 @@ impl SharedMap {
         unsafe { self.ptr.as_ptr().add(offset) }
     }
 
+    /// The 8 bytes at `offset` as an atomic shared with other processes.
+    /// Panics if out of bounds or not 8-aligned.
     pub fn u64_at(&self, offset: usize) -> &AtomicU64 {
         let p = self.checked(offset, 8, 8);
         // SAFETY: in bounds and 8-aligned (the mapping is page-aligned);
@@ -90,6 +94,8 @@ impl SharedMap {
         unsafe { &*p.cast::<AtomicU64>() }
     }
 
+    /// The 4 bytes at `offset` as an atomic shared with other processes.
+    /// Panics if out of bounds or not 4-aligned.
     pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
         let p = self.checked(offset, 4, 4);
         // SAFETY: as for `u64_at`, with 4 bytes and 4-alignment.

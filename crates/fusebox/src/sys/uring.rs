@@ -92,6 +92,7 @@ struct RingEntry {
 
 /// A request as the kernel left it in an entry.
 pub struct RingRequest<'a> {
+    /// The request's header, from the entry's `in_out` area.
     pub header: abi::InHeader,
     /// The opcode's fixed argument struct.
     pub op_in: &'a [u8],
@@ -103,7 +104,9 @@ pub struct RingRequest<'a> {
 
 /// Where an answer goes: `in_out` takes the out header, `payload` the body.
 pub struct ReplyBuffers<'a> {
+    /// The entry's header area: the out header goes here.
     pub in_out: &'a mut [u8],
+    /// The entry's payload buffer: the reply's body goes here.
     pub payload: &'a mut [u8],
 }
 
@@ -161,16 +164,29 @@ const WAKE_USER_DATA: u64 = u64::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Completion {
     /// Entry `idx` came back with `res` (a request, or an error).
-    Entry { idx: usize, res: i32 },
+    Entry {
+        /// The entry's index in the ring.
+        idx: usize,
+        /// The command's result: 0 for a request, or a negated errno.
+        res: i32,
+    },
     /// The wake-up read finished (`res` < 0: it failed; re-arm anyway).
-    Wake { res: i32 },
+    Wake {
+        /// The read's result.
+        res: i32,
+    },
 }
 
 /// Ring setup choices that are measured rather than assumed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RingFlags {
+    /// `IORING_SETUP_SINGLE_ISSUER`: only the queue thread submits.
     pub single_issuer: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN`: completion work runs only when the
+    /// thread waits for completions (implies `single_issuer`).
     pub defer_taskrun: bool,
+    /// `IORING_SETUP_COOP_TASKRUN`: completion work waits for the thread's
+    /// next system call instead of interrupting it.
     pub coop_taskrun: bool,
 }
 
@@ -245,6 +261,7 @@ impl QueueRing {
         })
     }
 
+    /// How many ring entries, hence requests in flight, the queue has.
     pub fn depth(&self) -> usize {
         self.entries.len()
     }

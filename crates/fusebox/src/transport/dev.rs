@@ -25,10 +25,12 @@ pub struct DevChannel {
 }
 
 impl DevChannel {
+    /// Send replies on `fd`.
     pub fn new(fd: OwnedFd) -> DevChannel {
         DevChannel { fd }
     }
 
+    /// The /dev/fuse fd, to read requests from.
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
     }
@@ -92,6 +94,7 @@ pub enum WorkerExit {
 /// every queue has registered: from then on its fd carries nothing but
 /// forgets and interrupts (before, it carries every request).
 pub struct ForgetLinger {
+    /// How long to pause after a FORGET.
     pub wait: Duration,
     /// Ring threads that have registered their entries so far.
     pub registered: Arc<AtomicUsize>,

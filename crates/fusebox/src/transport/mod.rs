@@ -64,7 +64,10 @@ pub struct UringConfig {
     /// Pin the first thread of queue q to CPU q (the kernel queues a
     /// request on the caller's CPU); further threads are left unpinned.
     pub pin: bool,
+    /// How a queue thread waits for work: block, spin, or spin while waits
+    /// are short.
     pub poll: uring::PollPolicy,
+    /// io_uring setup flags for each ring.
     pub ring: crate::sys::uring::RingFlags,
 }
 

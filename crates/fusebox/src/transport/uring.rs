@@ -50,6 +50,7 @@ pub struct RingMailbox {
 pub struct RingInbox(mpsc::Receiver<LaterReply>);
 
 impl RingMailbox {
+    /// A mailbox, for answering threads, and its inbox, for the queue thread.
     pub fn new() -> io::Result<(Arc<RingMailbox>, RingInbox)> {
         // Blocking: io_uring completes a read of an O_NONBLOCK file at once
         // with EAGAIN instead of waiting for data, which would turn the
@@ -101,7 +102,10 @@ pub enum PollPolicy {
     Spin(Duration),
     /// XFUSE: spin `window` only while recent waits were shorter than the
     /// window plus the cost of an event wait; otherwise block at once.
-    Adaptive { window: Duration },
+    Adaptive {
+        /// The longest spin.
+        window: Duration,
+    },
 }
 
 impl PollPolicy {

@@ -24,10 +24,13 @@ use crate::types::*;
 /// `AsyncAdapter::new(PathAdapter::new(fs))`.
 #[allow(unused_variables)]
 pub trait AsyncPathFilesystem: Send + Sync + 'static {
+    /// As [`PathFilesystem::init`]; synchronous, it runs before the first
+    /// request.
     fn init(&self, conn: &mut Connection, notifier: &Notifier) -> FsResult<()> {
         Ok(())
     }
 
+    /// As [`PathFilesystem::destroy`].
     fn destroy(&self) {}
 
     /// See [`crate::fs::Filesystem::counters`].
@@ -35,6 +38,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// As [`PathFilesystem::timeouts`].
     fn timeouts(&self) -> Timeouts {
         Timeouts::default()
     }
@@ -49,6 +53,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::setattr`].
     fn setattr(
         &self,
         ctx: &Ctx<'_>,
@@ -58,6 +63,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::readlink`].
     fn readlink(
         &self,
         ctx: &Ctx<'_>,
@@ -67,6 +73,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::symlink`].
     fn symlink(
         &self,
         ctx: &Ctx<'_>,
@@ -76,6 +83,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::mknod`].
     fn mknod(
         &self,
         ctx: &Ctx<'_>,
@@ -85,6 +93,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::mkdir`].
     fn mkdir(
         &self,
         ctx: &Ctx<'_>,
@@ -94,14 +103,17 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::unlink`].
     fn unlink(&self, ctx: &Ctx<'_>, path: &Path) -> impl Future<Output = FsResult<()>> + Send {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::rmdir`].
     fn rmdir(&self, ctx: &Ctx<'_>, path: &Path) -> impl Future<Output = FsResult<()>> + Send {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::rename`].
     fn rename(
         &self,
         ctx: &Ctx<'_>,
@@ -112,6 +124,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::link`].
     fn link(
         &self,
         ctx: &Ctx<'_>,
@@ -121,6 +134,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::open`].
     fn open(
         &self,
         ctx: &Ctx<'_>,
@@ -130,6 +144,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::read`].
     fn read(
         &self,
         ctx: &Ctx<'_>,
@@ -140,6 +155,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::write`].
     fn write(
         &self,
         ctx: &Ctx<'_>,
@@ -149,6 +165,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::flush`].
     fn flush(
         &self,
         ctx: &Ctx<'_>,
@@ -159,6 +176,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::release`].
     fn release(
         &self,
         ctx: &Ctx<'_>,
@@ -168,6 +186,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// As [`PathFilesystem::fsync`].
     fn fsync(
         &self,
         ctx: &Ctx<'_>,
@@ -178,6 +197,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::opendir`].
     fn opendir(
         &self,
         ctx: &Ctx<'_>,
@@ -222,6 +242,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         true
     }
 
+    /// As [`PathFilesystem::releasedir`].
     fn releasedir(
         &self,
         ctx: &Ctx<'_>,
@@ -231,6 +252,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// As [`PathFilesystem::fsyncdir`].
     fn fsyncdir(
         &self,
         ctx: &Ctx<'_>,
@@ -241,6 +263,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::statfs`].
     fn statfs(&self, ctx: &Ctx<'_>, path: &Path) -> impl Future<Output = FsResult<Statfs>> + Send {
         async {
             Ok(Statfs {
@@ -252,6 +275,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         }
     }
 
+    /// As [`PathFilesystem::setxattr`].
     fn setxattr(
         &self,
         ctx: &Ctx<'_>,
@@ -261,6 +285,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::getxattr`].
     fn getxattr(
         &self,
         ctx: &Ctx<'_>,
@@ -271,6 +296,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::listxattr`].
     fn listxattr(
         &self,
         ctx: &Ctx<'_>,
@@ -280,6 +306,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::removexattr`].
     fn removexattr(
         &self,
         ctx: &Ctx<'_>,
@@ -289,6 +316,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::access`].
     fn access(
         &self,
         ctx: &Ctx<'_>,
@@ -298,6 +326,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::create`].
     fn create(
         &self,
         ctx: &Ctx<'_>,
@@ -307,6 +336,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::getlk`].
     fn getlk(
         &self,
         ctx: &Ctx<'_>,
@@ -316,6 +346,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::setlk`].
     fn setlk(
         &self,
         ctx: &Ctx<'_>,
@@ -326,6 +357,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::fallocate`].
     fn fallocate(
         &self,
         ctx: &Ctx<'_>,
@@ -335,6 +367,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::lseek`].
     fn lseek(
         &self,
         ctx: &Ctx<'_>,
@@ -344,6 +377,7 @@ pub trait AsyncPathFilesystem: Send + Sync + 'static {
         async { Err(Errno::ENOSYS) }
     }
 
+    /// As [`PathFilesystem::copy_file_range`].
     fn copy_file_range(
         &self,
         ctx: &Ctx<'_>,

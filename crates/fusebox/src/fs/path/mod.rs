@@ -100,18 +100,24 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Create a device node, FIFO, socket or regular file at `path` (regular
+    /// files too when `create` answers ENOSYS); return its attributes.
     fn mknod(&self, ctx: &Ctx, path: &Path, args: &Mknod) -> FsResult<FileAttr> {
         Err(Errno::ENOSYS)
     }
 
+    /// Create the directory `path`; return its attributes.
     fn mkdir(&self, ctx: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the non-directory `path`. Open handles to it stay valid (see
+    /// the trait's note on stale paths).
     fn unlink(&self, ctx: &Ctx, path: &Path) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the empty directory `path`.
     fn rmdir(&self, ctx: &Ctx, path: &Path) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -127,6 +133,9 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Open `path`; the handle returned comes back with every call on the open
+    /// file. ENOSYS, where the kernel allows it, opens every file without
+    /// asking, with handle 0.
     fn open(&self, ctx: &Ctx, path: &Path, args: &Open) -> FsResult<Opened> {
         Err(Errno::ENOSYS)
     }
@@ -151,10 +160,13 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Make the file's data, and unless `datasync` its attributes, durable.
     fn fsync(&self, ctx: &Ctx, path: &Path, fh: FileHandle, datasync: bool) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
+    /// Open the directory `path` for listing; the handle comes back in
+    /// `readdir` and `releasedir`. ENOSYS opens without asking, with handle 0.
     fn opendir(&self, ctx: &Ctx, path: &Path, args: &Open) -> FsResult<Opened> {
         Err(Errno::ENOSYS)
     }
@@ -214,10 +226,12 @@ pub trait PathFilesystem: Send + Sync + 'static {
         true
     }
 
+    /// The last reference to the open directory is gone.
     fn releasedir(&self, ctx: &Ctx, path: &Path, args: &Release) -> FsResult<()> {
         Ok(())
     }
 
+    /// fsync(2) on a directory: make its entries durable.
     fn fsyncdir(&self, ctx: &Ctx, path: &Path, fh: FileHandle, datasync: bool) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -233,6 +247,8 @@ pub trait PathFilesystem: Send + Sync + 'static {
         })
     }
 
+    /// Set an extended attribute. ENOSYS: the kernel stops asking and
+    /// setxattr(2) fails with EOPNOTSUPP.
     fn setxattr(&self, ctx: &Ctx, path: &Path, args: &Setxattr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -248,6 +264,7 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Remove the extended attribute `name`; ENODATA if it is not set.
     fn removexattr(&self, ctx: &Ctx, path: &Path, name: &OsStr) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
@@ -264,6 +281,8 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// The lock that would keep `lock` from being taken, or one of type
+    /// `F_UNLCK` if none; sent only once `POSIX_LOCKS` is enabled in `init`.
     fn getlk(&self, ctx: &Ctx, path: &Path, lock: &Lock) -> FsResult<LockInfo> {
         Err(Errno::ENOSYS)
     }
@@ -273,6 +292,7 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Allocate, zero or punch out the range `args` names (fallocate(2)).
     fn fallocate(&self, ctx: &Ctx, path: &Path, args: &Fallocate) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
