@@ -142,7 +142,9 @@ mkdir "$WORK/user-native" && mount -t tmpfs -o mode=755,uid=65534,gid=65534 tmpf
 (cd "$WORK" && as_user timeout 600 "$WORK/pjdfstest-user" -c "$conf_abs" -p user-native >user-native.log 2>&1) || true
 echo "native tmpfs as nobody:  $(summary "$WORK/user-native.log")"
 want_user=$(summary "$WORK/user-native.log" | sed 's/, [0-9]* total//')
-for fs in stackfs pathfs memfs; do
+user_rows="stackfs pathfs memfs"
+expected=$((expected + $(wc -w <<< "$user_rows")))
+for fs in $user_rows; do
   label="$fs-user"
   dir="$WORK/u-$fs"
   mkdir -p "$dir/src" "$dir/mnt"
