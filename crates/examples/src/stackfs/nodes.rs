@@ -108,13 +108,6 @@ impl Parent {
             Parent::Restored(id) => *id,
         }
     }
-
-    fn is(&self, other: &Parent) -> bool {
-        match (self, other) {
-            (Parent::Node(a), Parent::Node(b)) => Arc::ptr_eq(a, b),
-            (a, b) => a.id() == b.id(),
-        }
-    }
 }
 
 /// The first bytes of a key made by path (a handle key starts with the
@@ -127,14 +120,12 @@ impl Pin {
         self.fd.as_ref().or(self.path.as_ref()).cloned()
     }
 
-    /// The node was seen at `place`; true if that is not where it was.
-    fn settle(&mut self, place: Place) -> bool {
-        let same = self
-            .place
+    /// Whether the node's place is `name` in `parent` already (node ids
+    /// are never reused, so the id names the parent).
+    fn is_at(&self, parent: NodeId, name: &CStr) -> bool {
+        self.place
             .as_ref()
-            .is_some_and(|p| p.parent.is(&place.parent) && p.name == place.name);
-        self.place = Some(place);
-        !same
+            .is_some_and(|p| p.parent.id() == parent.0 && p.name.as_c_str() == name)
     }
 }
 
@@ -248,26 +239,29 @@ impl NodeTable {
         open_mount_fd: impl FnOnce() -> FsResult<OwnedFd>,
     ) -> FsResult<NodeId> {
         let dev = st.st_dev;
-        let place = match seen {
-            Some((parent, name)) if self.by_path => Some(Place {
-                parent: self.parent(parent)?,
-                name: name.to_owned(),
-            }),
-            _ => None,
-        };
+        let seen = seen.filter(|_| self.by_path);
         let (id, moved) = match self.by_handle.entry((dev, handle.clone())) {
             MapEntry::Occupied(o) => {
                 let id = *o.get();
                 let mut moved = false;
                 if let Some(n) = self.nodes.get(&id) {
                     n.nlookup.fetch_add(1, Ordering::AcqRel);
-                    if let Some(place) = place {
-                        moved = n.lock().settle(place);
+                    // Most lookups find a node where it was: nothing to
+                    // allocate then.
+                    if let Some((parent, name)) = seen {
+                        moved = self.move_to(&n, parent, name);
                     }
                 }
                 (id, moved)
             }
             MapEntry::Vacant(v) => {
+                let place = match seen {
+                    Some((parent, name)) => Some(Place {
+                        parent: self.parent(parent)?,
+                        name: name.to_owned(),
+                    }),
+                    None => None,
+                };
                 if !self.by_path && !self.mount_fds.contains_key(&dev) {
                     let fd = fusebox::descriptors::keep(open_mount_fd()?);
                     self.mount_fds.insert(dev, Arc::new(fd));
@@ -311,17 +305,28 @@ impl NodeTable {
         let Some(id) = self.by_handle.get(&(st.st_dev, handle)).map(|v| *v) else {
             return;
         };
-        let (Some(n), Ok(parent)) = (self.nodes.get(&id).map(|n| n.clone()), self.parent(dir))
-        else {
+        let Some(n) = self.nodes.get(&id).map(|n| n.clone()) else {
             return;
         };
-        let place = Place {
-            parent,
-            name: name.to_owned(),
-        };
-        if n.lock().settle(place) {
+        if self.move_to(&n, dir, name) {
             self.key_changed(NodeId(id));
         }
+    }
+
+    /// Record that `n` is `name` in `parent`; true if that is not where it
+    /// was. A parent no longer known leaves the old place.
+    fn move_to(&self, n: &Node, parent: NodeId, name: &CStr) -> bool {
+        if n.lock().is_at(parent, name) {
+            return false;
+        }
+        let Ok(parent) = self.parent(parent) else {
+            return false;
+        };
+        n.lock().place = Some(Place {
+            parent,
+            name: name.to_owned(),
+        });
+        true
     }
 
     fn key_changed(&self, node: NodeId) {
@@ -388,11 +393,13 @@ impl NodeTable {
 
     fn open_node(&self, n: &Node, flags: i32) -> FsResult<OwnedFd> {
         if self.by_path {
-            self.handle_opens.fetch_add(1, Ordering::Relaxed);
-            let fd = self.find_by_path(n)?;
             if flags & libc::O_PATH != 0 {
-                return Ok(fd);
+                self.handle_opens.fetch_add(1, Ordering::Relaxed);
+                return self.find_by_path(n);
             }
+            // Through the node's O_PATH fd, which the cache may keep: the
+            // walk found it is not repeated for the node's next request.
+            let fd = self.fd(NodeId(n.id))?;
             let proc = self.proc_self_fd.as_ref().ok_or(Errno(libc::ESTALE))?;
             let name = rustix::path::DecInt::from_fd(&fd);
             let flags = OFlags::from_bits_retain(flags as _) | OFlags::CLOEXEC;
