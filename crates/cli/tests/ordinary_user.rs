@@ -120,15 +120,21 @@ fn round(fs: &str) {
     if fs != "memfs" {
         // Killed with nodes and an open file the kernel still holds: the
         // next server finds them again as this user (stackfs by path).
-        let holder = Command::new("setpriv")
+        // Opens the file, waits for a line on stdin, then reads through
+        // the descriptor it opened before the kill: the new server must
+        // have taken that open over (stackfs reopens it by path).
+        let mut holder = Command::new("timeout")
             .args([
+                "60",
+                "setpriv",
                 "--reuid=65534",
                 "--regid=65534",
                 "--clear-groups",
-                "sh",
-                "-c",
             ])
-            .arg(format!("exec 3<'{mnt}/hard'; sleep 30 <&3"))
+            .args(["sh", "-c"])
+            .arg(format!("exec 3<'{mnt}/hard'; read go; cat <&3"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(200));
@@ -151,11 +157,23 @@ fn round(fs: &str) {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(listing(), before, "after a kill");
-        let read = nobody_ok(&["sh", "-c", &format!("cat /proc/{}/fd/0", holder.id())]);
-        let mut holder = holder;
-        let _ = holder.kill();
-        let _ = holder.wait();
-        assert_eq!(read.len(), 10, "the open file after a kill: {read:?}");
+        {
+            use std::io::Write;
+            let mut go = holder.stdin.take().unwrap();
+            go.write_all(b"go\n").unwrap();
+        }
+        let out = holder.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the held file after a kill: {}",
+            out.status
+        );
+        assert_eq!(
+            out.stdout.len(),
+            10,
+            "the held file after a kill: {:?}",
+            out.stdout
+        );
     }
     let gen_before = generation();
     nobody_ok(&[BIN, "upgrade", &mnt]);
