@@ -1,19 +1,44 @@
 #!/usr/bin/env python3
 """The module import graph of crates/fusebox, from its source: which
-top-level module names which (`crate::X` in `use` lines and paths; test
-modules left out), and the cycles among them.
+top-level module names which (`crate::X` in `use` lines and paths; comments
+and test modules left out), checked against the layer order DESIGN.md
+states ("Module layers").
 
-    scripts/import-graph.py            the graph and its cycles
+    scripts/import-graph.py            the graph, its cycles, what breaks the layers
+    scripts/import-graph.py --check    the same, and exit 1 on a cycle, a
+                                       module no layer lists, an import
+                                       upward, or an opcode named outside
+                                       the parser, the opcode table and
+                                       Dispatcher::call
     scripts/import-graph.py --dot      Graphviz, for `dot -Tsvg`
 
-It reads the source as text: a name in a comment or a string counts too,
-which errs on the side of showing an edge."""
+It reads the source as text: a name in a string counts, which errs on the
+side of showing an edge."""
 
 import os
 import re
 import sys
 
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "fusebox", "src")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SRC = os.path.join(ROOT, "crates", "fusebox", "src")
+DESIGN = os.path.join(ROOT, "DESIGN.md")
+
+# Where naming an opcode is allowed: the parser (which turns an opcode into
+# an `Op`), the opcode table, and the one match that calls the filesystem.
+OPCODE_HOMES = {
+    os.path.join("protocol", "parse.rs"): None,
+    os.path.join("protocol", "opcodes.rs"): None,
+    "dispatch.rs": "fn call(",
+}
+OPCODE_NAME = re.compile(r"\b(?:Opcode::[A-Z][A-Z0-9_]*\b(?<!TABLE_LEN)(?<!ALL)|Op::[A-Z][A-Za-z]*)")
+
+
+def source(path):
+    """The file's code: comments and the unit-test module removed."""
+    text = open(path, encoding="utf-8").read()
+    # Unit tests may reach anywhere.
+    text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def modules():
@@ -21,7 +46,8 @@ def modules():
     mods = {}
     for root, _, files in os.walk(SRC):
         for f in files:
-            if f.endswith(".rs"):
+            # tests.rs: a unit-test module in a file of its own.
+            if f.endswith(".rs") and f != "tests.rs":
                 path = os.path.join(root, f)
                 rel = os.path.relpath(path, SRC)[:-3].split(os.sep)
                 mods.setdefault(rel[0], []).append(path)
@@ -32,10 +58,7 @@ def edges(mods):
     graph = {m: set() for m in mods}
     for m, files in mods.items():
         for path in files:
-            text = open(path, encoding="utf-8").read()
-            # Unit tests may reach anywhere.
-            text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
-            for name in re.findall(r"crate::([a-z_]+)", text):
+            for name in re.findall(r"crate::([a-z_]+)", source(path)):
                 if name != m and name in mods:
                     graph[m].add(name)
     return graph
@@ -72,8 +95,57 @@ def cycles(graph):
     return out
 
 
+def layers():
+    """Module -> its layer number, from DESIGN.md's "Module layers" list:
+    lines `N. module module ...` inside the fenced block after that heading."""
+    text = open(DESIGN, encoding="utf-8").read()
+    at = text.find("### Module layers")
+    if at < 0:
+        return {}
+    block = text[at:].split("```")[1]
+    rank = {}
+    for line in block.splitlines():
+        m = re.match(r"\s*(\d+)\.\s+(.*?)\s*(?:--.*)?$", line)
+        if m:
+            for name in m.group(2).split():
+                rank[name] = int(m.group(1))
+    return rank
+
+
+def upward(graph, rank):
+    """Imports from a module to one in a higher layer."""
+    return [
+        (m, t)
+        for m in sorted(graph)
+        for t in sorted(graph[m])
+        if m in rank and t in rank and rank[t] > rank[m]
+    ]
+
+
+def opcode_names(mods):
+    """(file, names) for each file that names an opcode outside its homes."""
+    found = []
+    for files in mods.values():
+        for path in sorted(files):
+            rel = os.path.relpath(path, SRC)
+            if rel in OPCODE_HOMES and OPCODE_HOMES[rel] is None:
+                continue
+            text = source(path)
+            if rel in OPCODE_HOMES:
+                # Only the named function's body is a home.
+                start = text.find(OPCODE_HOMES[rel])
+                if start >= 0:
+                    end = text.find("\n    }\n", start)
+                    text = text[:start] + text[end:]
+            names = sorted(set(OPCODE_NAME.findall(text)))
+            if names:
+                found.append((rel, names))
+    return found
+
+
 def main():
-    graph = edges(modules())
+    mods = modules()
+    graph = edges(mods)
     if "--dot" in sys.argv:
         print("digraph fusebox {")
         for m in sorted(graph):
@@ -81,14 +153,31 @@ def main():
                 print(f'  "{m}" -> "{t}";')
         print("}")
         return
-    for m in sorted(graph):
-        print(f"{m:15} -> {' '.join(sorted(graph[m])) or '-'}")
-    found = cycles(graph)
+    rank = layers()
+    for m in sorted(graph, key=lambda m: (rank.get(m, 99), m)):
+        print(f"{rank.get(m, '?'):>2} {m:15} -> {' '.join(sorted(graph[m])) or '-'}")
     print()
-    if not found:
-        print("no cycles")
+    problems = 0
+    found = cycles(graph)
     for c in found:
         print("cycle among:", " ".join(c))
+        problems += 1
+    if not found:
+        print("no cycles")
+    unlisted = sorted(m for m in mods if m not in rank)
+    for m in unlisted:
+        print(f"module {m} is in no layer of DESIGN.md's \"Module layers\"")
+        problems += 1
+    for m, t in upward(graph, rank):
+        print(f"upward import: {m} (layer {rank[m]}) uses {t} (layer {rank[t]})")
+        problems += 1
+    for rel, names in opcode_names(mods):
+        print(f"opcode named outside the table: {rel}: {' '.join(names)}")
+        problems += 1
+    if not problems:
+        print("every import runs down the layers; opcodes are named only by the parser, the table and Dispatcher::call")
+    if "--check" in sys.argv and problems:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

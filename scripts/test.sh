@@ -14,6 +14,10 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+# The core crate's layering as DESIGN.md ("Module layers") states it: no
+# import cycle, no import upward, opcodes named only where the table says.
+python3 scripts/import-graph.py --check >/dev/null || {
+  python3 scripts/import-graph.py; exit 1; }
 # Tests open /dev/fuse to users while they run as one and put its mode
 # back; a test process killed midway could not, so the suite does. Tests
 # that cannot run on this machine list themselves in $FUSEBOX_SKIPPED_LOG

@@ -85,11 +85,6 @@ impl Opcode {
     /// One past the largest FUSE opcode (CUSE_INIT excluded); sizes per-op tables.
     pub const TABLE_LEN: usize = 54;
 
-    /// Requests the kernel sends without waiting for an answer.
-    pub const fn is_no_reply(self) -> bool {
-        matches!(self.0, 2 | 42) // FORGET, BATCH_FORGET
-    }
-
     /// Index into a per-opcode table of [`Opcode::TABLE_LEN`] slots; unknown
     /// opcodes share slot 0 (no real opcode is 0).
     pub const fn table_index(self) -> usize {

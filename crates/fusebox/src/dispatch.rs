@@ -15,6 +15,7 @@ use crate::error::Errno;
 use crate::fs::ops::Ctx;
 use crate::fs::Filesystem;
 use crate::later::{EntryRef, InFlight, LaterLimits, LaterRoute, LaterSink, ReplyShape};
+use crate::protocol::opcodes::{self, Answer, Limit, OpFacts};
 use crate::protocol::outcome::{
     attr_out, copy_out, entry_out, lk_out, open_out, send_outcome, statfs_out, statx_out,
     xattr_reply, Outcome,
@@ -118,31 +119,19 @@ impl Pending {
 
 /// What a later answer needs to know of its request (taken before the call,
 /// which consumes the parsed op).
-fn reply_shape(op: &Op<'_>) -> ReplyShape {
-    let limit = |n: u32| n as usize;
-    match op {
-        Op::Read(r) | Op::Readdir(r) | Op::Readdirplus(r) => ReplyShape {
-            limit: limit(r.size),
-            ..Default::default()
+fn reply_shape(facts: &OpFacts, op: &Op<'_>) -> ReplyShape {
+    let requested = op.requested_size().unwrap_or(0);
+    ReplyShape {
+        limit: match facts.limit {
+            Limit::None => 0,
+            Limit::Requested => requested as usize,
+            Limit::PathMax => libc::PATH_MAX as usize,
+            // Asked for the size only: the value still has to be read whole.
+            Limit::Xattr if requested == 0 => 64 << 10,
+            Limit::Xattr => requested as usize,
         },
-        Op::Readlink => ReplyShape {
-            limit: libc::PATH_MAX as usize,
-            ..Default::default()
-        },
-        Op::Getxattr { size, .. } | Op::Listxattr { size } => ReplyShape {
-            limit: if *size == 0 { 64 << 10 } else { *size as usize },
-            xattr_size: Some(*size),
-            ..Default::default()
-        },
-        Op::Ioctl(i) => ReplyShape {
-            limit: i.out_size as usize,
-            ..Default::default()
-        },
-        Op::CopyFileRange { wide, .. } => ReplyShape {
-            wide_copy: *wide,
-            ..Default::default()
-        },
-        _ => ReplyShape::default(),
+        xattr_size: (facts.limit == Limit::Xattr).then_some(requested),
+        wide_copy: facts.answer == Answer::Copied64,
     }
 }
 
@@ -239,7 +228,7 @@ impl<F: Filesystem> Dispatcher<F> {
             Some(h) => {
                 let opcode = Opcode(h.opcode);
                 tracing::warn!(unique = h.unique, ?opcode, error = %e, "malformed request");
-                let result = if opcode.is_no_reply() {
+                let result = if !opcodes::facts(opcode).answered() {
                     Ok(Outcome::NoReply)
                 } else {
                     Err(e.errno())
@@ -285,6 +274,7 @@ impl<F: Filesystem> Dispatcher<F> {
         out: Option<&mut DataOut<'_>>,
     ) -> Pending {
         let opcode = req.opcode();
+        let facts = opcodes::facts(opcode);
         let unique = req.unique();
         let slots = &self.inflight.slots;
         let slot = &slots[w.slot % slots.len()];
@@ -303,7 +293,7 @@ impl<F: Filesystem> Dispatcher<F> {
             inflight: &self.inflight,
             opcode,
             start,
-            shape: reply_shape(&req.op),
+            shape: reply_shape(facts, &req.op),
             request_bytes: req.header.len as usize,
             slot_interrupted: &slot.interrupted,
             taken: AtomicBool::new(false),
@@ -317,14 +307,14 @@ impl<F: Filesystem> Dispatcher<F> {
             later: route.as_ref(),
         };
         let node = req.node();
-        let note = self.ledger.as_ref().map(|_| Note::of(&req.op));
+        let note = self.ledger.as_ref().map(|_| Note::of(facts, &req.op));
         // A supervised session journals what must not be applied twice,
         // and answers it from the journal when it comes back.
         let mut journal_slot = None;
         let mut replayed = None;
         if let Some(ledger) = &self.ledger {
             failpoint::hit(Point::AfterRead, opcode);
-            if let Some(kind) = journal::Kind::of(&req.op, node, ledger) {
+            if let Some(kind) = journal::Kind::of(facts, &req.op, node, ledger) {
                 // The probes call the filesystem: a panic in one costs the
                 // probe (the request then runs as if new), not the worker.
                 let fs = &*self.fs;
@@ -394,7 +384,7 @@ impl<F: Filesystem> Dispatcher<F> {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic".into());
                 tracing::error!(unique, ?opcode, panic = %msg, "filesystem method panicked; answering EIO");
-                if opcode.is_no_reply() {
+                if !facts.answered() {
                     Ok(Outcome::NoReply)
                 } else {
                     Err(Errno::EIO)

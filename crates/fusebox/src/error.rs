@@ -217,7 +217,7 @@ pub enum Error {
     },
     /// A request did not parse.
     #[error("malformed request: {0}")]
-    Parse(#[from] crate::protocol::ParseError),
+    Parse(#[from] ParseError),
     /// The stats socket could not be set up, served or reached.
     #[error("the stats socket {path}: {source}")]
     Stats {
@@ -246,7 +246,7 @@ pub enum Error {
     Io(#[from] io::Error),
     /// The recovery supervisor or the state it keeps failed.
     #[error(transparent)]
-    Recovery(#[from] crate::recovery::RecoveryError),
+    Recovery(#[from] RecoveryError),
 }
 
 impl Error {
@@ -273,4 +273,82 @@ impl Error {
             Error::Recovery(_) => Errno::EIO,
         }
     }
+}
+
+/// A request that could not be parsed. Answered with [`ParseError::errno`]
+/// when its unique is known, never with a panic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The buffer cannot hold even the header.
+    #[error("request of {got} bytes is shorter than the {need}-byte header")]
+    ShortHeader {
+        /// Bytes there were.
+        got: usize,
+        /// The header's size.
+        need: usize,
+    },
+    /// The header's `len` and the bytes read disagree.
+    #[error("header says {declared} bytes but {got} arrived")]
+    LengthMismatch {
+        /// What `fuse_in_header.len` says.
+        declared: usize,
+        /// What arrived.
+        got: usize,
+    },
+    /// The opcode's arguments are cut short.
+    #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
+    ShortArgs {
+        /// The request's opcode.
+        opcode: fusebox_abi::Opcode,
+        /// Bytes the arguments take.
+        need: usize,
+        /// Bytes there were.
+        got: usize,
+    },
+    /// A name runs to the end of the request without its NUL.
+    #[error("{opcode:?}: name is not NUL-terminated")]
+    UnterminatedName {
+        /// The request's opcode.
+        opcode: fusebox_abi::Opcode,
+    },
+    /// `total_extlen` claims more than the request holds.
+    #[error("{opcode:?}: extension length {ext} exceeds the request")]
+    BadExtensions {
+        /// The request's opcode.
+        opcode: fusebox_abi::Opcode,
+        /// The extensions' length in bytes.
+        ext: usize,
+    },
+}
+
+impl ParseError {
+    /// What the kernel is told: EINVAL, whatever was wrong.
+    pub fn errno(&self) -> Errno {
+        Errno::EINVAL
+    }
+}
+
+/// What can go wrong in a supervised mount: in the supervisor, or in a
+/// server taking over from it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    /// The supervisor could not mount.
+    #[error(transparent)]
+    Mount(Box<crate::Error>),
+    /// The supervisor could not clone the /dev/fuse fd for a worker.
+    #[error("cloning /dev/fuse for the supervisor: {0}")]
+    Clone(#[source] io::Error),
+    /// The state file could not be made, mapped or written.
+    #[error("the recovery state file: {0}")]
+    State(#[source] io::Error),
+    /// The first server died or failed before it served; the text says why.
+    #[error("the first server did not start: {0}")]
+    FirstStart(String),
+    /// Taking over from the supervisor failed: a message, an fd or the saved
+    /// state was missing or wrong.
+    #[error("handoff from the supervisor: {0}")]
+    Handoff(String),
+    /// Any other I/O error.
+    #[error(transparent)]
+    Io(io::Error),
 }

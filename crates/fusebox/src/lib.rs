@@ -1,15 +1,22 @@
 //! fusebox: a FUSE protocol server.
 //!
-//! Layers, from the kernel up (see DESIGN.md at the repository root):
+//! Layers, from the bottom up (DESIGN.md, "Module layers", which
+//! `scripts/import-graph.py --check` holds the code to):
 //!
-//! - [`transport`] moves bytes between /dev/fuse and the dispatcher;
-//! - [`protocol`] parses requests into typed views and builds replies;
-//! - [`dispatch`] calls the filesystem, times the call, catches panics;
-//! - [`later`] carries answers given after the call returned ([`ReplyToken`]);
-//! - [`fs`] holds the APIs filesystems implement (inode- and path-level);
-//! - [`session`] ties a [`mount`] to a transport and a filesystem;
+//! - [`sys`], [`types`], [`error`], [`device`] (one /dev/fuse fd and the one
+//!   rule for its errors), [`descriptors`], [`thread_policy`];
+//! - [`protocol`] parses requests into typed views, holds the per-opcode
+//!   table ([`protocol::opcodes`]) and builds replies;
+//! - [`mount`] mounts (mount(2) or fusermount3);
 //! - [`stats`] keeps per-request-type counts and latency histograms;
-//! - [`recovery`] keeps a mount served across server crashes.
+//! - [`later`] carries a request's context and answers given after the call
+//!   returned ([`ReplyToken`]);
+//! - [`fs`] holds the APIs filesystems implement (inode- and path-level);
+//! - [`recovery`] keeps a mount served across server crashes and upgrades;
+//! - [`dispatch`] calls the filesystem, times the call, catches panics;
+//! - [`transport`] moves requests between /dev/fuse or io_uring and the
+//!   dispatcher;
+//! - [`session`] ties a [`mount`] to a transport and a filesystem.
 //!
 //! Only `sys` may use `unsafe`.
 
@@ -17,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod descriptors;
+pub mod device;
 pub mod dispatch;
 pub mod error;
 pub mod fs;

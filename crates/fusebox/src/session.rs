@@ -10,23 +10,26 @@ use std::time::{Duration, Instant};
 use fusebox_abi as abi;
 use zerocopy::IntoBytes;
 
+use crate::device::{DevChannel, Received, WorkerExit};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::later::{InFlight, LaterLimits};
 use crate::mount::{Mount, Options};
 use crate::protocol::{
-    init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier, Op,
+    init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier,
     ParseConfig,
 };
 use crate::recovery::pause::PauseControl;
+use crate::recovery::server::{
+    ledger_for, obey_supervisor, recover, restore_nodes, StatsCarry, Upgrade,
+};
 use crate::recovery::{Channel, Ledger, RecoveryError, StateFile, ToServer, ToSupervisor};
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
 use crate::sys::uring::QueueRing;
 use crate::thread_policy;
-use crate::transport::dev::{self, DevChannel, WorkerExit};
+use crate::transport::dev;
 use crate::transport::{uring, TransportKind, UringConfig};
-use crate::types::NodeId;
 use std::os::fd::OwnedFd;
 
 /// How long the /dev/fuse worker of an io_uring session waits after a
@@ -472,9 +475,7 @@ impl<F: Filesystem> Session<F> {
             None => handshake(&mount, &*fs, &init_cfg, &notifier)?,
             Some((_, generation, state)) => {
                 let (conn, l) = recover(
-                    &mount,
                     &fs,
-                    &init_cfg,
                     &notifier,
                     *generation,
                     state,
@@ -483,6 +484,7 @@ impl<F: Filesystem> Session<F> {
                         saved_state,
                         held_area,
                     },
+                    || handshake(&mount, &*fs, &init_cfg, &notifier),
                 )?;
                 ledger = Some(l);
                 conn
@@ -698,11 +700,10 @@ impl<F: Filesystem> Session<F> {
                     .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
                 tracing::info!(generation, "serving for the supervisor");
                 let pause = pause.expect("made for a supervised session");
-                let carry = Arc::new(StatsCarry {
-                    snapshot: Arc::downgrade(&snapshot),
-                    state: state_file.expect("made for a supervised session"),
-                    turn: std::sync::Mutex::new(()),
-                });
+                let carry = Arc::new(StatsCarry::new(
+                    Arc::downgrade(&snapshot),
+                    state_file.expect("made for a supervised session"),
+                ));
                 let c = carry.clone();
                 std::thread::Builder::new()
                     .name("fusebox-stats-carry".into())
@@ -879,298 +880,6 @@ impl<F: Filesystem> Drop for Session<F> {
     }
 }
 
-/// Per-request statistics kept in the state file, once a second and when
-/// an upgrade pauses the server, so the next generation goes on counting
-/// from them (a crash loses at most the last second).
-struct StatsCarry {
-    snapshot: std::sync::Weak<dyn Fn() -> Snapshot + Send + Sync>,
-    state: Arc<StateFile>,
-    turn: std::sync::Mutex<()>,
-}
-
-impl StatsCarry {
-    /// False once the session is gone.
-    fn carry(&self) -> bool {
-        let Some(snapshot) = self.snapshot.upgrade() else {
-            return false;
-        };
-        let ops = snapshot().ops;
-        if let Ok(bytes) = serde_json::to_vec(&ops) {
-            let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
-            self.state.set_stats(&bytes);
-        }
-        true
-    }
-}
-
-/// Tries at pausing the workers for an upgrade, and how long each waits
-/// for the last busy one. Between tries the parked workers serve again: a
-/// request that keeps its worker long (a write waiting on a slow network)
-/// stalls the mount for one try at a time, not for the whole wait.
-const PAUSE_TRIES: u32 = 4;
-const PAUSE_TRY: Duration = Duration::from_secs(5);
-
-/// Pause the workers between two requests, trying again after a failed
-/// try; false (and serving) if every try failed.
-fn pause_between_requests(pause: &PauseControl) -> bool {
-    for _ in 0..PAUSE_TRIES {
-        if pause.pause(PAUSE_TRY) {
-            return true;
-        }
-        pause.resume();
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    false
-}
-
-/// A supervised server's side of a planned upgrade (`recovery::supervisor`):
-/// pause the workers and say so, then resume or exit as told. If the
-/// supervisor goes away, serving goes on.
-fn obey_supervisor<F: Filesystem>(
-    channel: Channel,
-    pause: &PauseControl,
-    carry: &StatsCarry,
-    fs: &F,
-) {
-    loop {
-        match channel.recv::<ToServer>(None) {
-            Ok((ToServer::Quiesce, _)) => {
-                let (answer, saved) = if !pause_between_requests(pause) {
-                    let error = format!(
-                        "workers did not pause ({PAUSE_TRIES} tries of {} s: a request kept one busy)",
-                        PAUSE_TRY.as_secs()
-                    );
-                    (ToSupervisor::Failed { error }, None)
-                } else {
-                    // Every request this server will serve is counted.
-                    carry.carry();
-                    let saved = fs
-                        .quiesce()
-                        .map_err(|e| format!("finishing its background work: {e}"))
-                        .and_then(|()| {
-                            fs.state_in_process()
-                                .then(|| save_state(fs))
-                                .transpose()
-                                .map_err(|e| format!("saving its filesystem's state: {e}"))
-                        });
-                    match saved {
-                        Ok(saved) => (ToSupervisor::Quiesced, saved),
-                        Err(e) => {
-                            tracing::error!(error = %e, "the upgrade's pause failed; serving on");
-                            pause.resume();
-                            let error = format!("the serving process failed {e}");
-                            (ToSupervisor::Failed { error }, None)
-                        }
-                    }
-                };
-                let fds: Vec<_> = saved.iter().map(std::os::fd::AsFd::as_fd).collect();
-                let _ = channel.send(&answer, &fds);
-            }
-            Ok((ToServer::Resume, _)) => {
-                tracing::info!("upgrade abandoned; serving again");
-                pause.resume();
-            }
-            Ok((ToServer::Exit, _)) => {
-                tracing::info!("the next server serves; exiting");
-                // Nothing to unmount or flush: the mount is the next
-                // server's, and every request this one read is answered.
-                std::process::exit(0);
-            }
-            Ok((ToServer::Take { .. } | ToServer::Prepare, _)) => {
-                tracing::warn!("a second handoff for a serving process; ignored");
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the supervisor went away; serving on without it");
-                return;
-            }
-        }
-    }
-}
-
-/// What a planned upgrade's new server has beyond a crash's: nodes
-/// restored ahead, and the filesystem's saved state.
-struct Upgrade {
-    prepared: Option<(Arc<Ledger>, u64)>,
-    saved_state: Option<OwnedFd>,
-    /// Not an upgrade's alone: every generation gets the held area.
-    held_area: Option<OwnedFd>,
-}
-
-/// A supervised server's start: INIT's outcome from the state file (or a
-/// handshake, for the first generation or one whose predecessor died
-/// before INIT was done), then, for a later generation, the filesystem's
-/// nodes and handles restored from the ledger and the dead server's
-/// unanswered requests asked for again.
-fn recover<F: Filesystem>(
-    mount: &Mount,
-    fs: &Arc<F>,
-    init_cfg: &init::InitConfig,
-    notifier: &Notifier,
-    generation: u64,
-    state: &Arc<StateFile>,
-    upgrade: Upgrade,
-) -> Result<(Connection, Arc<Ledger>), Error> {
-    let Upgrade {
-        prepared,
-        saved_state,
-        held_area,
-    } = upgrade;
-    if let Some(fd) = held_area {
-        let area = crate::sys::shared_map::SharedMap::map(fd)
-            .map_err(|e| RecoveryError::Handoff(format!("mapping the held area: {e}")))?;
-        fs.adopt_held_area(area);
-    }
-    let resend = || {
-        notifier.resend().map_err(|e| {
-            RecoveryError::Handoff(format!(
-                "FUSE_NOTIFY_RESEND refused ({e}): the kernel needs protocol 7.40 (Linux 6.9) for recovery"
-            ))
-        })
-    };
-    let (ledger, seen) = match prepared {
-        Some((l, seen)) => (l, Some(seen)),
-        None => (ledger_for(fs, state.clone()), None),
-    };
-    let Some(saved) = state.connection() else {
-        if generation > 1 {
-            // The INIT the previous server read comes back.
-            resend()?;
-        }
-        let conn = handshake(mount, &**fs, init_cfg, notifier)?;
-        let bytes = serde_json::to_vec(&conn).map_err(|e| Error::Io(std::io::Error::other(e)))?;
-        state.set_connection(&bytes).map_err(RecoveryError::State)?;
-        return Ok((conn, ledger));
-    };
-    let conn: Connection = serde_json::from_slice(&saved)
-        .map_err(|e| RecoveryError::Handoff(format!("the saved connection: {e}")))?;
-    // The filesystem sees the connection as negotiated; what it would ask
-    // for now cannot change what the kernel agreed to.
-    let mut offered = conn.clone();
-    fs.init(&mut offered, notifier).map_err(|e| {
-        Error::Io(std::io::Error::other(format!(
-            "filesystem init failed: {e}"
-        )))
-    })?;
-    if offered.want != conn.want {
-        tracing::warn!(
-            negotiated = format!("{:#x}", conn.want),
-            asked = format!("{:#x}", offered.want),
-            "this server asks for other INIT flags than the mount negotiated; the negotiated ones stay"
-        );
-    }
-    let began = std::time::Instant::now();
-    if let Some(fd) = saved_state {
-        load_state(&**fs, fd)?;
-    }
-    let (nodes, nodes_failed) = match seen {
-        // Restored ahead: only what the previous server changed since.
-        Some(seen) => {
-            let c = ledger.catch_up(seen);
-            for node in &c.gone {
-                fs.forget(*node, u64::MAX);
-            }
-            (c.gone.len() + c.now.len(), restore_nodes(&**fs, &c.now))
-        }
-        None => {
-            let nodes = ledger.restore_nodes();
-            (nodes.len(), restore_nodes(&**fs, &nodes))
-        }
-    };
-    let handles = ledger.restore_handles();
-    let mut handles_failed = 0usize;
-    for h in &handles {
-        if let Err(e) = fs.restore_handle(h) {
-            handles_failed += 1;
-            tracing::debug!(fh = h.fh, node = h.node, error = %e, "handle not restored");
-        }
-    }
-    fs.restored();
-    tracing::info!(
-        generation,
-        nodes,
-        nodes_failed,
-        caught_up = seen.is_some(),
-        handles = handles.len(),
-        handles_failed,
-        restore_ms = began.elapsed().as_secs_f64() * 1e3,
-        "restored"
-    );
-    resend()?;
-    Ok((conn, ledger))
-}
-
-/// The ledger of a supervised session, asking `fs` for node keys (and
-/// told by it when one changes).
-fn ledger_for<F: Filesystem>(fs: &Arc<F>, state: Arc<StateFile>) -> Arc<Ledger> {
-    let weak = Arc::downgrade(fs);
-    let ledger = Arc::new(Ledger::new(state, move |node| {
-        weak.upgrade().and_then(|fs| fs.node_key(node))
-    }));
-    fs.track_key_changes(crate::recovery::KeyChanges::new(&ledger));
-    ledger
-}
-
-/// An upgrade of a filesystem that keeps its state in its process: read
-/// what the previous server saved (it is paused, and the file's offset
-/// is shared with it, so read by position).
-fn load_state<F: Filesystem>(fs: &F, saved: OwnedFd) -> Result<(), Error> {
-    use std::os::unix::fs::FileExt;
-    struct At {
-        file: std::fs::File,
-        pos: u64,
-    }
-    impl std::io::Read for At {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = self.file.read_at(buf, self.pos)?;
-            self.pos += n as u64;
-            Ok(n)
-        }
-    }
-    let began = std::time::Instant::now();
-    let file = std::fs::File::from(saved);
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, At { file, pos: 0 });
-    fs.load_state(&mut reader).map_err(|e| {
-        RecoveryError::Handoff(format!("loading the previous server's saved state: {e}"))
-    })?;
-    tracing::info!(
-        bytes = size,
-        ms = began.elapsed().as_secs_f64() * 1e3,
-        "filesystem state loaded"
-    );
-    Ok(())
-}
-
-/// An upgrade of a filesystem that keeps its state in its process: the
-/// paused old server writes it into a memfd for the next one.
-fn save_state<F: Filesystem>(fs: &F) -> std::io::Result<OwnedFd> {
-    use std::io::Write;
-    let began = std::time::Instant::now();
-    let fd = rustix::fs::memfd_create("fusebox-saved-state", rustix::fs::MemfdFlags::CLOEXEC)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
-    fs.save_state(&mut out)?;
-    out.flush()?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    tracing::info!(
-        bytes = file.metadata().map(|m| m.len()).unwrap_or(0),
-        ms = began.elapsed().as_secs_f64() * 1e3,
-        "filesystem state saved for the next server"
-    );
-    Ok(OwnedFd::from(file))
-}
-
-/// Hand `nodes` to the filesystem; returns how many it could not take.
-fn restore_nodes<F: Filesystem>(fs: &F, nodes: &[(NodeId, Vec<u8>, u64)]) -> usize {
-    let mut failed = 0;
-    for (node, key, nlookup) in nodes {
-        if let Err(e) = fs.restore_node(*node, key, *nlookup) {
-            failed += 1;
-            tracing::debug!(node = node.0, error = %e, "node not restored");
-        }
-    }
-    failed
-}
-
 /// Read INIT from the device and answer it, retrying once if the kernel
 /// offers a newer major version.
 fn handshake<F: Filesystem>(
@@ -1182,12 +891,18 @@ fn handshake<F: Filesystem>(
     let channel = DevChannel::new(mount.device().try_clone()?);
     let mut buf = vec![0u8; abi::MIN_READ_BUFFER.max(64 << 10)];
     loop {
-        let n = loop {
-            match rustix::io::read(channel.fd(), &mut buf[..]) {
-                Ok(n) => break n,
-                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
-                Err(e) => return Err(Error::DeviceRead(e.into())),
+        let n = match channel.read_request(&mut buf[..]) {
+            Ok(Received::Request(n)) => n,
+            Ok(Received::WouldBlock | Received::Interrupted) => continue,
+            Ok(Received::Ended(why)) => {
+                return Err(Error::DeviceRead(std::io::Error::from_raw_os_error(
+                    match why {
+                        WorkerExit::Unmounted => libc::ENODEV,
+                        WorkerExit::Aborted => libc::ECONNABORTED,
+                    },
+                )))
             }
+            Err(e) => return Err(Error::DeviceRead(e)),
         };
         if let Some(conn) = answer_init(&buf[..n], &channel, fs, cfg, notifier)? {
             return Ok(conn);
@@ -1207,10 +922,12 @@ pub(crate) fn answer_init<F: Filesystem>(
 ) -> Result<Option<Connection>, Error> {
     let req = parse_contiguous(request, ParseConfig::default())?;
     let unique = req.unique();
-    let Op::Init(init_in) = req.op else {
-        let op = req.opcode();
-        let _ = send_error(channel, unique, crate::error::Errno::EIO);
-        return Err(Error::NoInit(op));
+    let init_in = match req.into_init() {
+        Ok(init) => init,
+        Err(op) => {
+            let _ = send_error(channel, unique, crate::error::Errno::EIO);
+            return Err(Error::NoInit(op));
+        }
     };
     match init::begin(&init_in, cfg) {
         Ok(init::InitStep::Retry(out)) => {

@@ -313,7 +313,7 @@ pub trait Filesystem: Send + Sync + 'static {
 
     /// What identifies `node` well enough to find it again in a new
     /// process (a kernel file handle; a parent id and a name), at most
-    /// `recovery::state::MAX_KEY` bytes; None: it cannot be found again.
+    /// `fs::recoverable::MAX_KEY` bytes; None: it cannot be found again.
     /// Called when the kernel is first given the node.
     fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
         None
@@ -329,7 +329,7 @@ pub trait Filesystem: Send + Sync + 'static {
     /// In a new server, after every node: the kernel holds `handle` open;
     /// reopen it under the same number (and reuse its passthrough backing
     /// id, which lives in the kernel). Later handles must not reuse it.
-    fn restore_handle(&self, handle: &crate::recovery::HandleRecord) -> FsResult<()> {
+    fn restore_handle(&self, handle: &crate::fs::recoverable::HandleRecord) -> FsResult<()> {
         Err(Errno::ENOSYS)
     }
 
@@ -352,12 +352,12 @@ pub trait Filesystem: Send + Sync + 'static {
     /// A filesystem that keeps names in memory (the path-level adapter's
     /// table, restored from keys the old server may not have updated yet)
     /// brings them in line, as if it had just made the change itself.
-    fn applied_before_crash(&self, change: &crate::recovery::AppliedChange<'_>) {}
+    fn applied_before_crash(&self, change: &crate::fs::recoverable::AppliedChange<'_>) {}
 
     /// A supervised session starts: if this filesystem's node keys can
     /// change while the kernel holds the node (a rename moving a node
     /// named by parent and name), keep `changes` and report each change.
-    fn track_key_changes(&self, changes: crate::recovery::KeyChanges) {}
+    fn track_key_changes(&self, changes: crate::fs::recoverable::KeyChanges) {}
 
     /// True if this filesystem keeps its files in its own process (an
     /// in-memory one). A planned upgrade then hands them over through

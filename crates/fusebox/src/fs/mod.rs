@@ -6,6 +6,7 @@ mod asynchronous;
 mod inode;
 pub mod ops;
 mod path;
+pub mod recoverable;
 
 pub use asynchronous::{AsyncAdapter, AsyncFilesystem, Ready};
 pub use inode::Filesystem;

@@ -5,6 +5,8 @@
 mod dirent;
 pub mod init;
 mod notify;
+pub mod opcodes;
+pub mod ops;
 pub(crate) mod outcome;
 mod parse;
 pub mod reply;

@@ -21,7 +21,7 @@ use crate::types::NodeId;
 pub struct Notifier {
     sink: Arc<dyn ReplySink + Send + Sync>,
     /// The session's /dev/fuse fd, for passthrough backing-file ioctls.
-    device: Option<Arc<crate::transport::dev::DevChannel>>,
+    device: Option<Arc<crate::device::DevChannel>>,
     retrieves: Arc<Retrieves>,
 }
 
@@ -46,7 +46,7 @@ impl Notifier {
     }
 
     /// A notifier on a session's device, able to register backing files.
-    pub(crate) fn for_device(device: Arc<crate::transport::dev::DevChannel>) -> Notifier {
+    pub(crate) fn for_device(device: Arc<crate::device::DevChannel>) -> Notifier {
         Notifier {
             sink: device.clone(),
             device: Some(device),

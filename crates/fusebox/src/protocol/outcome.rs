@@ -8,6 +8,7 @@ use fusebox_abi as abi;
 use fusebox_abi::Opcode;
 use zerocopy::IntoBytes;
 
+use super::opcodes::Answer;
 use super::reply::{send_error, send_reply, Body, DataOut, ReplySink};
 use crate::error::Errno;
 use crate::types::{AttrReply, Entry, Opened};
@@ -41,6 +42,29 @@ pub(crate) fn entry_out(e: Entry) -> Outcome {
 }
 
 impl Outcome {
+    /// The kind of answer this is, in the opcode table's terms; None for
+    /// the two that are not answers on the wire (none, later).
+    pub(crate) fn answer(&self) -> Option<Answer> {
+        Some(match self {
+            Outcome::NoReply | Outcome::Later => return None,
+            Outcome::Empty => Answer::Empty,
+            Outcome::Entry(_) => Answer::Entry,
+            Outcome::Attr(_) => Answer::Attr,
+            Outcome::Open(_) => Answer::Open,
+            Outcome::Create(..) => Answer::Create,
+            Outcome::Write(_) => Answer::Written,
+            Outcome::Statfs(_) => Answer::Statfs,
+            Outcome::Data | Outcome::XattrSize(_) => Answer::Data,
+            Outcome::Lk(_) => Answer::Lock,
+            Outcome::Bmap(_) => Answer::Bmap,
+            Outcome::Ioctl(_) => Answer::Ioctl,
+            Outcome::Poll(_) => Answer::Poll,
+            Outcome::Lseek(_) => Answer::Offset,
+            Outcome::CopyRange64(_) => Answer::Copied64,
+            Outcome::Statx(_) => Answer::Statx,
+        })
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Outcome::NoReply => "none",
@@ -68,49 +92,10 @@ impl Outcome {
 /// Whether `o` is an answer `opcode` can take (checked for answers given
 /// later, where the compiler cannot tie the answer to the request).
 pub(crate) fn fits(opcode: Opcode, o: &Outcome) -> bool {
-    use Opcode as Op;
-    match o {
-        Outcome::NoReply | Outcome::Later => false,
-        Outcome::Empty => matches!(
-            opcode,
-            Op::UNLINK
-                | Op::RMDIR
-                | Op::RENAME
-                | Op::RENAME2
-                | Op::RELEASE
-                | Op::RELEASEDIR
-                | Op::FSYNC
-                | Op::FSYNCDIR
-                | Op::FLUSH
-                | Op::SETXATTR
-                | Op::REMOVEXATTR
-                | Op::ACCESS
-                | Op::SETLK
-                | Op::SETLKW
-                | Op::FALLOCATE
-                | Op::SYNCFS
-                | Op::DESTROY
-        ),
-        Outcome::Entry(_) => matches!(
-            opcode,
-            Op::LOOKUP | Op::MKNOD | Op::MKDIR | Op::SYMLINK | Op::LINK
-        ),
-        Outcome::Attr(_) => matches!(opcode, Op::GETATTR | Op::SETATTR),
-        Outcome::Open(_) => matches!(opcode, Op::OPEN | Op::OPENDIR),
-        Outcome::Create(..) => matches!(opcode, Op::CREATE | Op::TMPFILE),
-        Outcome::Write(_) => matches!(opcode, Op::WRITE | Op::COPY_FILE_RANGE),
-        Outcome::Statfs(_) => opcode == Op::STATFS,
-        Outcome::Data | Outcome::XattrSize(_) => matches!(
-            opcode,
-            Op::READ | Op::READLINK | Op::READDIR | Op::READDIRPLUS | Op::GETXATTR | Op::LISTXATTR
-        ),
-        Outcome::Lk(_) => opcode == Op::GETLK,
-        Outcome::Bmap(_) => opcode == Op::BMAP,
-        Outcome::Ioctl(_) => opcode == Op::IOCTL,
-        Outcome::Poll(_) => opcode == Op::POLL,
-        Outcome::Lseek(_) => opcode == Op::LSEEK,
-        Outcome::CopyRange64(_) => opcode == Op::COPY_FILE_RANGE_64,
-        Outcome::Statx(_) => opcode == Op::STATX,
+    let expected = super::opcodes::facts(opcode).answer;
+    match o.answer() {
+        Some(given) => given == expected,
+        None => false,
     }
 }
 

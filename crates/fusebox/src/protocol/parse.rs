@@ -15,62 +15,9 @@ use fusebox_abi::flags;
 use fusebox_abi::Opcode;
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::error::Errno;
-use crate::fs::ops::*;
+use super::ops::*;
+pub use crate::error::ParseError;
 use crate::types::{FileHandle, NodeId, TimeOrNow, Timespec};
-
-/// A request that could not be parsed. Answered with [`ParseError::errno`]
-/// when its unique is known, never with a panic.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    /// The buffer cannot hold even the header.
-    #[error("request of {got} bytes is shorter than the {need}-byte header")]
-    ShortHeader {
-        /// Bytes there were.
-        got: usize,
-        /// The header's size.
-        need: usize,
-    },
-    /// The header's `len` and the bytes read disagree.
-    #[error("header says {declared} bytes but {got} arrived")]
-    LengthMismatch {
-        /// What `fuse_in_header.len` says.
-        declared: usize,
-        /// What arrived.
-        got: usize,
-    },
-    /// The opcode's arguments are cut short.
-    #[error("{opcode:?}: arguments need {need} bytes, got {got}")]
-    ShortArgs {
-        /// The request's opcode.
-        opcode: Opcode,
-        /// Bytes the arguments take.
-        need: usize,
-        /// Bytes there were.
-        got: usize,
-    },
-    /// A name runs to the end of the request without its NUL.
-    #[error("{opcode:?}: name is not NUL-terminated")]
-    UnterminatedName {
-        /// The request's opcode.
-        opcode: Opcode,
-    },
-    /// `total_extlen` claims more than the request holds.
-    #[error("{opcode:?}: extension length {ext} exceeds the request")]
-    BadExtensions {
-        /// The request's opcode.
-        opcode: Opcode,
-        /// The extensions' length in bytes.
-        ext: usize,
-    },
-}
-
-impl ParseError {
-    /// What the kernel is told: EINVAL, whatever was wrong.
-    pub fn errno(&self) -> Errno {
-        Errno::EINVAL
-    }
-}
 
 /// What the parser must know of the negotiated session.
 #[derive(Clone, Copy, Debug, Default)]
@@ -301,6 +248,106 @@ pub enum Op<'a> {
     /// An opcode fusebox does not serve (DAX mappings, CUSE, future ones):
     /// answered ENOSYS.
     Unsupported,
+}
+
+/// What the per-opcode table's readers need of a request's arguments. The
+/// table ([`opcodes`](super::opcodes)) says which of these a request has;
+/// these read them, so that only the parser matches on `Op`'s variants.
+impl<'a> Op<'a> {
+    /// The size of answer the request asks for: READ, READDIR and
+    /// READDIRPLUS's size, GETXATTR and LISTXATTR's (0: "how big is it"),
+    /// IOCTL's out_size.
+    pub fn requested_size(&self) -> Option<u32> {
+        match self {
+            Op::Read(r) | Op::Readdir(r) | Op::Readdirplus(r) => Some(r.size),
+            Op::Getxattr { size, .. } | Op::Listxattr { size } => Some(*size),
+            Op::Ioctl(i) => Some(i.out_size),
+            _ => None,
+        }
+    }
+
+    /// The name a request makes (CREATE, MKNOD, MKDIR, SYMLINK, LINK) or
+    /// removes (UNLINK, RMDIR) in the header's node.
+    pub fn name_in_parent(&self) -> Option<&'a OsStr> {
+        match self {
+            Op::Create { name, .. }
+            | Op::Mknod { name, .. }
+            | Op::Mkdir { name, .. }
+            | Op::Symlink { name, .. }
+            | Op::Unlink { name }
+            | Op::Rmdir { name } => Some(name),
+            Op::Link { new_name, .. } => Some(new_name),
+            _ => None,
+        }
+    }
+
+    /// RENAME's and RENAME2's arguments.
+    pub fn rename(&self) -> Option<&Rename<'a>> {
+        match self {
+            Op::Rename(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The open(2) flags of a request that opens (OPEN, OPENDIR, CREATE,
+    /// TMPFILE).
+    pub fn open_flags(&self) -> Option<i32> {
+        match self {
+            Op::Open(o) | Op::Opendir(o) => Some(o.flags),
+            Op::Create { args, .. } | Op::Tmpfile { args } => Some(args.flags),
+            _ => None,
+        }
+    }
+
+    /// The size a SETATTR sets, if it sets one.
+    pub fn new_size(&self) -> Option<u64> {
+        match self {
+            Op::Setattr(a) => a.size,
+            _ => None,
+        }
+    }
+
+    /// A WRITE's handle and length.
+    pub fn written(&self) -> Option<(FileHandle, usize)> {
+        match self {
+            Op::Write(w) => Some((w.fh, w.data.len())),
+            _ => None,
+        }
+    }
+
+    /// The handle a RELEASE or RELEASEDIR closes.
+    pub fn released(&self) -> Option<FileHandle> {
+        match self {
+            Op::Release(r) | Op::Releasedir(r) => Some(r.fh),
+            _ => None,
+        }
+    }
+
+    /// How many references a FORGET drops on the header's node.
+    pub fn forget_count(&self) -> Option<u64> {
+        match self {
+            Op::Forget { nlookup } => Some(*nlookup),
+            _ => None,
+        }
+    }
+
+    /// The nodes a BATCH_FORGET drops references to.
+    pub fn forgotten(&self) -> Option<BatchForgetList<'a>> {
+        match self {
+            Op::BatchForget { nodes } => Some(*nodes),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Request<'a> {
+    /// INIT's arguments, or the opcode the request had instead.
+    pub fn into_init(self) -> Result<abi::InitIn, Opcode> {
+        match self.op {
+            Op::Init(init) => Ok(init),
+            _ => Err(Opcode(self.header.opcode)),
+        }
+    }
 }
 
 /// The node list of a BATCH_FORGET, read lazily so that no allocation is needed.

@@ -20,6 +20,13 @@ pub trait ReplySink {
     fn send(&self, parts: &[&[u8]]) -> io::Result<()>;
 }
 
+/// A reply on /dev/fuse is one `writev` on the fd its request came from.
+impl ReplySink for crate::device::DevChannel {
+    fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
+        self.write_message(parts)
+    }
+}
+
 /// The body of a successful reply: up to two byte slices, or data the
 /// transport's buffer already holds.
 #[derive(Clone, Copy, Debug, Default)]

@@ -36,7 +36,9 @@ use super::ledger::Ledger;
 use super::state::Before;
 use crate::error::Errno;
 use crate::fs::ops::{Ctx, Open};
+use crate::fs::recoverable::AppliedChange;
 use crate::fs::Filesystem;
+use crate::protocol::opcodes::{Answer, Journal, OpFacts};
 use crate::protocol::outcome::{open_out, Outcome};
 use crate::protocol::Op;
 use crate::types::NodeId;
@@ -68,43 +70,50 @@ pub(crate) enum Kind<'a> {
 }
 
 impl<'a> Kind<'a> {
-    pub(crate) fn of(op: &Op<'a>, node: NodeId, ledger: &Ledger) -> Option<Kind<'a>> {
-        Some(match op {
-            Op::Create { name, args } => Kind::Makes {
+    pub(crate) fn of(
+        facts: &OpFacts,
+        op: &Op<'a>,
+        node: NodeId,
+        ledger: &Ledger,
+    ) -> Option<Kind<'a>> {
+        Some(match facts.journal {
+            Journal::No => return None,
+            Journal::Makes => Kind::Makes {
                 parent: node,
-                name,
-                create_flags: Some(args.flags),
+                name: op.name_in_parent()?,
+                // A CREATE's flags, to reopen the file it made.
+                create_flags: match facts.answer {
+                    Answer::Create => op.open_flags(),
+                    _ => None,
+                },
             },
-            Op::Mknod { name, .. } | Op::Mkdir { name, .. } | Op::Symlink { name, .. } => {
-                Kind::Makes {
-                    parent: node,
-                    name,
-                    create_flags: None,
+            Journal::Removes => Kind::Removes {
+                parent: node,
+                name: op.name_in_parent()?,
+            },
+            Journal::Moves => {
+                let r = op.rename()?;
+                Kind::Moves {
+                    from: (r.parent, r.name),
+                    to: (r.new_parent, r.new_name),
+                    flags: r.flags,
                 }
             }
-            Op::Link { new_name, .. } => Kind::Makes {
-                parent: node,
-                name: new_name,
-                create_flags: None,
-            },
-            Op::Unlink { name } | Op::Rmdir { name } => Kind::Removes { parent: node, name },
-            Op::Rename(r) => Kind::Moves {
-                from: (r.parent, r.name),
-                to: (r.new_parent, r.new_name),
-                flags: r.flags,
-            },
-            Op::Setattr(a) if a.size.is_some() => Kind::Truncates,
-            Op::Write(w)
-                if ledger
-                    .handle_flags(w.fh.0)
-                    .is_some_and(|f| f as i32 & libc::O_APPEND != 0) =>
-            {
+            Journal::Truncates => {
+                op.new_size()?;
+                Kind::Truncates
+            }
+            Journal::Appends => {
+                let (fh, len) = op.written()?;
+                let flags = ledger.handle_flags(fh.0)?;
+                if flags as i32 & libc::O_APPEND == 0 {
+                    return None;
+                }
                 Kind::Appends {
                     node,
-                    len: w.data.len() as u32,
+                    len: len as u32,
                 }
             }
-            _ => return None,
         })
     }
 }
@@ -117,23 +126,6 @@ fn probe_name<F: Filesystem>(fs: &F, ctx: &Ctx, parent: NodeId, name: &OsStr) ->
         Err(Errno::ENOENT) => Before::Absent,
         Err(_) => Before::Unknown,
     }
-}
-
-/// A namespace change the previous server applied but died before
-/// answering; the new server answers it without applying it again, and
-/// tells the filesystem (`Filesystem::applied_before_crash`), whose view
-/// restored from the ledger may predate it.
-#[derive(Debug)]
-pub enum AppliedChange<'a> {
-    /// UNLINK or RMDIR of `name` in `parent`.
-    Removed {
-        /// The directory the name was in.
-        parent: NodeId,
-        /// The name removed.
-        name: &'a OsStr,
-    },
-    /// RENAME.
-    Renamed(&'a crate::fs::ops::Rename<'a>),
 }
 
 /// Step 1: what the request will change, as it is now.
@@ -303,17 +295,15 @@ pub(crate) fn encode(result: &Result<Outcome, Errno>) -> (i32, Vec<u8>) {
 }
 
 fn decode(opcode: Opcode, body: &[u8]) -> Option<Outcome> {
-    Some(match opcode {
-        Opcode::CREATE => {
+    Some(match crate::protocol::opcodes::facts(opcode).answer {
+        Answer::Create => {
             let (e, rest) = abi::EntryOut::read_from_prefix(body).ok()?;
             let (o, _) = abi::OpenOut::read_from_prefix(rest).ok()?;
             Outcome::Create(e, o)
         }
-        Opcode::MKNOD | Opcode::MKDIR | Opcode::SYMLINK | Opcode::LINK => {
-            Outcome::Entry(abi::EntryOut::read_from_prefix(body).ok()?.0)
-        }
-        Opcode::SETATTR => Outcome::Attr(abi::AttrOut::read_from_prefix(body).ok()?.0),
-        Opcode::WRITE => Outcome::Write(abi::WriteOut::read_from_prefix(body).ok()?.0),
+        Answer::Entry => Outcome::Entry(abi::EntryOut::read_from_prefix(body).ok()?.0),
+        Answer::Attr => Outcome::Attr(abi::AttrOut::read_from_prefix(body).ok()?.0),
+        Answer::Written => Outcome::Write(abi::WriteOut::read_from_prefix(body).ok()?.0),
         _ => Outcome::Empty,
     })
 }

@@ -16,6 +16,8 @@ use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
 
 use super::state::{HandleRecord, StateFile, MAX_KEY};
+use crate::fs::recoverable::{KeyChanges, Rekey};
+use crate::protocol::opcodes::{OpFacts, References};
 use crate::types::NodeId;
 
 type KeyFn = dyn Fn(NodeId) -> Option<Vec<u8>> + Send + Sync;
@@ -102,6 +104,20 @@ pub struct Restored {
     pub nodes: Vec<(NodeId, Vec<u8>, u64)>,
     /// Each handle still open.
     pub handles: Vec<HandleRecord>,
+}
+
+impl Ledger {
+    /// What a filesystem whose keys move reports changes through.
+    pub(crate) fn key_changes(self: &Arc<Self>) -> KeyChanges {
+        let weak: Weak<dyn Rekey> = Arc::downgrade(self) as Weak<dyn Rekey>;
+        KeyChanges::new(weak)
+    }
+}
+
+impl Rekey for Ledger {
+    fn rekey(&self, node: NodeId) {
+        Ledger::rekey(self, node);
+    }
 }
 
 impl Ledger {
@@ -317,29 +333,6 @@ impl Ledger {
     }
 }
 
-/// How a filesystem whose node keys change (the path-level adapter: a
-/// rename moves a node to another parent and name) tells the ledger, so
-/// that a new server finds the node where it is now. Handed over by
-/// [`Filesystem::track_key_changes`](crate::Filesystem::track_key_changes)
-/// when a supervised session starts.
-#[derive(Clone)]
-pub struct KeyChanges(Weak<Ledger>);
-
-impl KeyChanges {
-    pub(crate) fn new(ledger: &Arc<Ledger>) -> KeyChanges {
-        KeyChanges(Arc::downgrade(ledger))
-    }
-
-    /// `node`'s key is no longer what `node_key` gave: it is asked again.
-    /// Call this once the change is what `node_key` sees, and never while
-    /// holding a lock `node_key` takes.
-    pub fn changed(&self, node: NodeId) {
-        if let Some(ledger) = self.0.upgrade() {
-            ledger.rekey(node);
-        }
-    }
-}
-
 /// What a request may change in the ledger, taken from it before the
 /// filesystem is called (the call consumes the request).
 pub(crate) enum Note<'a> {
@@ -364,29 +357,21 @@ pub(crate) enum Note<'a> {
 }
 
 impl<'a> Note<'a> {
-    pub(crate) fn of(op: &crate::protocol::Op<'a>) -> Note<'a> {
-        use crate::protocol::Op;
-        match op {
-            Op::Lookup { .. }
-            | Op::Mknod { .. }
-            | Op::Mkdir { .. }
-            | Op::Symlink { .. }
-            | Op::Link { .. } => Note::Entry,
-            Op::Open(o) => Note::Open {
-                flags: o.flags,
-                dir: false,
-            },
-            Op::Opendir(o) => Note::Open {
-                flags: o.flags,
-                dir: true,
-            },
-            Op::Create { args, .. } | Op::Tmpfile { args } => Note::Create { flags: args.flags },
-            Op::Release(r) | Op::Releasedir(r) => Note::Release { fh: r.fh.0 },
-            Op::Forget { nlookup } => Note::Forget { nlookup: *nlookup },
-            Op::BatchForget { nodes } => Note::BatchForget(*nodes),
-            Op::Readdirplus(_) => Note::Readdirplus,
-            _ => Note::Nothing,
-        }
+    pub(crate) fn of(facts: &OpFacts, op: &crate::protocol::Op<'a>) -> Note<'a> {
+        let note = match facts.references {
+            References::None => None,
+            References::Entry => Some(Note::Entry),
+            References::Open => op
+                .open_flags()
+                .map(|flags| Note::Open { flags, dir: false }),
+            References::OpenDir => op.open_flags().map(|flags| Note::Open { flags, dir: true }),
+            References::Create => op.open_flags().map(|flags| Note::Create { flags }),
+            References::Release => op.released().map(|fh| Note::Release { fh: fh.0 }),
+            References::Forget => op.forget_count().map(|nlookup| Note::Forget { nlookup }),
+            References::BatchForget => op.forgotten().map(Note::BatchForget),
+            References::ReaddirPlus => Some(Note::Readdirplus),
+        };
+        note.unwrap_or(Note::Nothing)
     }
 }
 

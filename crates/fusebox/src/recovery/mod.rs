@@ -32,41 +32,16 @@ pub mod handoff;
 pub mod journal;
 pub mod ledger;
 pub mod pause;
+pub(crate) mod server;
 pub mod state;
 pub mod supervisor;
 
-use std::io;
-
+pub use crate::error::RecoveryError;
+pub use crate::fs::recoverable::{AppliedChange, HandleRecord, KeyChanges};
 pub use handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
-pub use journal::AppliedChange;
-pub use ledger::{KeyChanges, Ledger, Restored};
-pub use state::{Capacity, HandleRecord, RecoveryTotals, StateFile};
+pub use ledger::{Ledger, Restored};
+pub use state::{Capacity, RecoveryTotals, StateFile};
 pub use supervisor::{
     control_socket_for, request_upgrade, this_program_again, Supervisor, SupervisorConfig,
     SupervisorExit,
 };
-
-/// What can go wrong in a supervised mount: in the supervisor, or in a
-/// server taking over from it.
-#[derive(Debug, thiserror::Error)]
-pub enum RecoveryError {
-    /// The supervisor could not mount.
-    #[error(transparent)]
-    Mount(Box<crate::Error>),
-    /// The supervisor could not clone the /dev/fuse fd for a worker.
-    #[error("cloning /dev/fuse for the supervisor: {0}")]
-    Clone(#[source] io::Error),
-    /// The state file could not be made, mapped or written.
-    #[error("the recovery state file: {0}")]
-    State(#[source] io::Error),
-    /// The first server died or failed before it served; the text says why.
-    #[error("the first server did not start: {0}")]
-    FirstStart(String),
-    /// Taking over from the supervisor failed: a message, an fd or the saved
-    /// state was missing or wrong.
-    #[error("handoff from the supervisor: {0}")]
-    Handoff(String),
-    /// Any other I/O error.
-    #[error(transparent)]
-    Io(io::Error),
-}

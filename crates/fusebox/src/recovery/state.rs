@@ -22,14 +22,13 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
+pub use crate::fs::recoverable::{HandleRecord, MAX_KEY};
+pub use crate::stats::RecoveryTotals;
 use crate::sys::shared_map::SharedMap;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"fbxstat1");
 const HEADER: usize = 4096;
 
-/// Bytes of identity a filesystem may keep per node (a kernel file handle
-/// is at most 128 bytes; a parent id and a name at most 263).
-pub const MAX_KEY: usize = 288;
 const NODE_SLOT: usize = 320;
 const HANDLE_SLOT: usize = 32;
 const JOURNAL_SLOT: usize = 512;
@@ -93,23 +92,6 @@ impl Default for Capacity {
             journal: 4096,
         }
     }
-}
-
-/// The recovery counters, as `fusebox stats` shows them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RecoveryTotals {
-    /// 1 for the first server, one more for each restart or upgrade.
-    pub generation: u64,
-    /// Servers started again after one died.
-    pub restarts: u64,
-    /// Resent requests answered from the journal or found already applied.
-    pub replays: u64,
-    /// From a server's death (or an upgrade's start) to the next serving.
-    pub last_pause_us: u64,
-    /// Nodes the kernel holds references to, as recorded.
-    pub nodes: u64,
-    /// Why the mount is no longer served, if it is not.
-    pub status: String,
 }
 
 /// The state file's mapping, in the supervisor or in a server.
@@ -609,20 +591,4 @@ pub struct JournalRecord {
     pub before: Before,
     /// Applied and answered with (errno or 0, body); None: begun only.
     pub done: Option<(i32, Vec<u8>)>,
-}
-
-/// An open file or directory the kernel holds a handle to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HandleRecord {
-    /// The handle the filesystem gave out.
-    pub fh: u64,
-    /// The node it is open on.
-    pub node: u64,
-    /// The open(2) flags it was opened with.
-    pub flags: u32,
-    /// Its passthrough backing id (0: none): the id lives in the kernel
-    /// connection and stays valid; a new server reuses it.
-    pub backing_id: i32,
-    /// Opened by OPENDIR rather than OPEN.
-    pub dir: bool,
 }

@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use super::handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
 use super::state::{Capacity, StateFile};
 use super::RecoveryError;
+use crate::device::{device_gone, DevChannel, Received};
 use crate::mount::Mount;
+use crate::protocol::opcodes::facts;
 use crate::protocol::{send_error, Notifier};
 use crate::stats::{Snapshot, StatsServer, StatsSocket};
 use crate::sys::shared_map::SharedMap;
-use crate::transport::dev::{device_gone, DevChannel};
 
 /// How a supervisor runs its mount: what it keeps for the servers and
 /// how often it restarts them.
@@ -716,20 +717,18 @@ impl Supervisor {
         }
         let mut buf = vec![0u8; 1 << 20 | 4096];
         loop {
-            match rustix::io::read(device.fd(), &mut buf) {
-                Ok(n) => {
+            match device.read_request(&mut buf) {
+                Ok(Received::Request(n)) => {
                     if let Ok((h, _)) =
                         <fusebox_abi::InHeader as zerocopy::FromBytes>::read_from_prefix(&buf[..n])
                     {
-                        if !fusebox_abi::Opcode(h.opcode).is_no_reply() {
+                        if facts(fusebox_abi::Opcode(h.opcode)).answered() {
                             let _ = send_error(&device, h.unique, crate::error::Errno::EIO);
                         }
                     }
                 }
-                Err(
-                    rustix::io::Errno::INTR | rustix::io::Errno::AGAIN | rustix::io::Errno::NOENT,
-                ) => {}
-                Err(_) => break,
+                Ok(Received::WouldBlock | Received::Interrupted) => {}
+                Ok(Received::Ended(_)) | Err(_) => break,
             }
         }
         drop(stats);

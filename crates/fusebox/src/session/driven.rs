@@ -13,6 +13,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use crate::device::{DevChannel, Received};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
@@ -20,7 +21,6 @@ use crate::later::InFlight;
 use crate::mount::{Mount, Options};
 use crate::protocol::{Connection, DataOut, Notifier, ParseConfig};
 use crate::stats::{StatsServer, WorkerStats};
-use crate::transport::dev::DevChannel;
 use crate::transport::TransportKind;
 
 use super::{answer_init, snapshot_fn, Negotiated, SessionConfig};
@@ -139,17 +139,15 @@ impl<F: Filesystem> DrivenSession<F> {
     }
 
     /// Read one request into `buf`: its length; Ok(0) once the filesystem
-    /// is unmounted. EINTR and EAGAIN (a non-blocking device) come back as
-    /// errors for the caller's loop to decide on.
+    /// is unmounted or aborted. EINTR and EAGAIN (a non-blocking device
+    /// with nothing to read) come back as errors (`Interrupted`,
+    /// `WouldBlock`) for the caller's loop to decide on.
     pub fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            match rustix::io::read(self.mount.device(), &mut *buf) {
-                Ok(n) => return Ok(n),
-                // The request was interrupted before it was read.
-                Err(rustix::io::Errno::NOENT) => continue,
-                Err(rustix::io::Errno::NODEV) => return Ok(0),
-                Err(e) => return Err(e.into()),
-            }
+        match crate::device::read_request(self.mount.device().as_fd(), buf)? {
+            Received::Request(n) => Ok(n),
+            Received::WouldBlock => Err(std::io::ErrorKind::WouldBlock.into()),
+            Received::Interrupted => Err(std::io::ErrorKind::Interrupted.into()),
+            Received::Ended(_) => Ok(0),
         }
     }
 

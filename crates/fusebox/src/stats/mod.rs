@@ -152,10 +152,10 @@ pub struct Snapshot {
     pub ops: Vec<OpSnapshot>,
     /// Requests in flight, and those answered later.
     #[serde(default)]
-    pub later: crate::later::LaterTotals,
+    pub later: LaterTotals,
     /// Generations, restarts and replays of a supervised mount.
     #[serde(default)]
-    pub recovery: Option<crate::recovery::RecoveryTotals>,
+    pub recovery: Option<RecoveryTotals>,
     /// The filesystem's own figures, as they are now (`since` keeps them
     /// whole: some are levels, not counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -340,6 +340,40 @@ pub fn collect(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<OpSnapshot> {
         }
     }
     out
+}
+
+/// Requests in flight and answered later, for `fusebox stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LaterTotals {
+    /// Requests read and not yet answered: being served plus pending.
+    pub in_flight: u64,
+    /// The most in flight at once (sampled whenever a token is taken).
+    pub in_flight_peak: u64,
+    /// Taken for later and not answered yet.
+    pub pending: u64,
+    /// Taken for later since the mount.
+    pub taken: u64,
+    /// Tokens dropped without an answer (each answered EIO).
+    pub dropped: u64,
+    /// Answers of the wrong kind for their request (each answered EIO).
+    pub mismatched: u64,
+}
+
+/// The recovery counters, as `fusebox stats` shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecoveryTotals {
+    /// 1 for the first server, one more for each restart or upgrade.
+    pub generation: u64,
+    /// Servers started again after one died.
+    pub restarts: u64,
+    /// Resent requests answered from the journal or found already applied.
+    pub replays: u64,
+    /// From a server's death (or an upgrade's start) to the next serving.
+    pub last_pause_us: u64,
+    /// Nodes the kernel holds references to, as recorded.
+    pub nodes: u64,
+    /// Why the mount is no longer served, if it is not.
+    pub status: String,
 }
 
 #[cfg(test)]

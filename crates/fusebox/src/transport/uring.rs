@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use zerocopy::FromBytes;
 
+use crate::device::{DeviceErrno, WorkerExit};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
@@ -27,7 +28,6 @@ use crate::protocol::reply::Detached;
 use crate::protocol::ReplyData;
 use crate::protocol::{DataOut, ReplySink};
 use crate::sys::uring::{Completion, QueueRing, ReplyBuffers};
-use crate::transport::dev::WorkerExit;
 
 /// How answers given later reach a queue thread: a channel (no lock per
 /// answer) and an eventfd whose read is kept armed on the ring, written
@@ -202,15 +202,6 @@ impl ReplySink for RingSink<'_> {
     }
 }
 
-/// Requests whose answer is data alone, read or built straight into the
-/// entry's payload buffer when the request left it empty.
-fn answers_in_place(opcode: u32) -> bool {
-    matches!(
-        fusebox_abi::Opcode(opcode),
-        fusebox_abi::Opcode::READ | fusebox_abi::Opcode::READDIR | fusebox_abi::Opcode::READDIRPLUS
-    )
-}
-
 /// Serve one ring of a queue until the kernel ends every entry (unmount or
 /// abort). `registered` runs once the entries are handed to the kernel.
 /// Answers given later arrive through `mailbox`/`inbox`; the entry of such
@@ -299,28 +290,35 @@ pub fn run_queue<F: Filesystem>(
             };
             served = true;
             if res < 0 {
-                match -res {
+                match (-res, DeviceErrno::of(-res)) {
+                    // ENOENT from a ring: the kernel has no request for the
+                    // committed id. Refused, as below (sending it again
+                    // would get the same answer).
+                    (libc::ENOENT, _) | (_, DeviceErrno::Failed) => {
+                        // EINVAL, EOPNOTSUPP, ...: the kernel refused the
+                        // entry; report it instead of passing for a clean
+                        // unmount.
+                        let e = io::Error::from_raw_os_error(-res);
+                        tracing::warn!(idx, error = %e, "ring entry refused by the kernel");
+                        failure.get_or_insert(e);
+                        live -= 1;
+                    }
                     // Too early or interrupted: the same command again (a
                     // failed COMMIT_AND_FETCH still carries an answer).
-                    libc::EAGAIN | libc::EINTR => {
+                    (
+                        _,
+                        DeviceErrno::WouldBlock | DeviceErrno::Interrupted | DeviceErrno::Retry,
+                    ) => {
                         std::thread::sleep(Duration::from_millis(1));
                         ring.resubmit(idx)?;
                     }
-                    libc::ECONNABORTED => {
+                    (_, DeviceErrno::Ended(WorkerExit::Aborted)) => {
                         aborted = true;
                         closing = true;
                         live -= 1;
                     }
-                    libc::ENOTCONN | libc::ECANCELED | libc::ENODEV => {
+                    (_, DeviceErrno::Ended(WorkerExit::Unmounted)) => {
                         closing = true;
-                        live -= 1;
-                    }
-                    // EINVAL, EOPNOTSUPP, ...: the kernel refused the entry;
-                    // report it instead of passing for a clean unmount.
-                    errno => {
-                        let e = io::Error::from_raw_os_error(errno);
-                        tracing::warn!(idx, error = %e, "ring entry refused by the kernel");
-                        failure.get_or_insert(e);
                         live -= 1;
                     }
                 }
@@ -391,7 +389,9 @@ fn serve_entry<F: Filesystem>(
             entry: idx,
             commit_id: r.commit_id,
         };
-        match spare.filter(|_| answers_in_place(r.header.opcode)) {
+        match spare.filter(|_| {
+            crate::protocol::opcodes::facts(fusebox_abi::Opcode(r.header.opcode)).in_place
+        }) {
             Some(buf) => {
                 let limit = buf.len();
                 let mut out = DataOut::lent(buf, limit);

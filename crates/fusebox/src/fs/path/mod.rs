@@ -20,8 +20,8 @@ use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use super::inode::Filesystem;
 use super::ops::*;
 use crate::error::{Errno, FsResult};
+use crate::fs::recoverable::{AppliedChange, HandleRecord, KeyChanges, MAX_KEY};
 use crate::protocol::{Connection, DataOut, DirEntries, Notifier};
-use crate::recovery::{AppliedChange, HandleRecord, KeyChanges};
 use crate::types::*;
 use table::Table;
 
@@ -1001,7 +1001,7 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn node_key(&self, node: NodeId) -> Option<Vec<u8>> {
         let t = self.read();
-        table::encode_key(t.nodes.get(&node)?, crate::recovery::state::MAX_KEY)
+        table::encode_key(t.nodes.get(&node)?, MAX_KEY)
     }
 
     fn restore_node(&self, node: NodeId, key: &[u8], nlookup: u64) -> FsResult<()> {

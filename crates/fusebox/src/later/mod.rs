@@ -2,7 +2,7 @@
 //!
 //! A handler that cannot answer at once (a network round trip, a disk
 //! queue, a timer) takes its request's [`ReplyToken`] with
-//! [`Ctx::reply_later`](crate::fs::ops::Ctx::reply_later), returns
+//! [`Ctx::reply_later`](Ctx::reply_later), returns
 //! [`Errno::LATER`], and answers from any thread when the result is known.
 //! The serving thread goes straight back to the next request: a classic
 //! worker reads /dev/fuse again, an io_uring queue thread keeps the ring
@@ -43,6 +43,10 @@
 //! }
 //! ```
 
+mod ctx;
+
+pub use ctx::Ctx;
+
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
@@ -55,6 +59,7 @@ use fusebox_abi::{self as abi, Opcode};
 use crate::error::Errno;
 use crate::protocol::outcome::Outcome;
 use crate::protocol::DataOut;
+pub use crate::stats::LaterTotals;
 use crate::stats::WorkerStats;
 use crate::types::{AttrReply, Entry, LockInfo, Opened, Statfs};
 
@@ -98,7 +103,7 @@ pub(crate) struct ReplyShape {
 pub(crate) struct RequestState {
     unique: u64,
     /// Holds `unique` once interrupted (the same shape as a worker's slot, so
-    /// a [`Ctx`](crate::fs::ops::Ctx) can point at either).
+    /// a [`Ctx`] can point at either).
     pub(crate) interrupted: AtomicU64,
     on_interrupt: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
 }
@@ -172,23 +177,6 @@ pub struct InFlight {
     /// Answers given later, recorded by whichever thread answered (the
     /// per-worker tables have one writer each; this one is shared).
     pub(crate) stats: Arc<WorkerStats>,
-}
-
-/// Requests in flight and answered later, for `fusebox stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LaterTotals {
-    /// Requests read and not yet answered: being served plus pending.
-    pub in_flight: u64,
-    /// The most in flight at once (sampled whenever a token is taken).
-    pub in_flight_peak: u64,
-    /// Taken for later and not answered yet.
-    pub pending: u64,
-    /// Taken for later since the mount.
-    pub taken: u64,
-    /// Tokens dropped without an answer (each answered EIO).
-    pub dropped: u64,
-    /// Answers of the wrong kind for their request (each answered EIO).
-    pub mismatched: u64,
 }
 
 impl InFlight {
@@ -272,7 +260,7 @@ impl InFlight {
             .wait_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        while self.over_limit() && !crate::transport::dev::device_gone(device) {
+        while self.over_limit() && !crate::device::device_gone(device) {
             guard = self
                 .below_limit
                 .wait_timeout(guard, Duration::from_millis(20))
@@ -371,7 +359,7 @@ impl LaterRoute<'_> {
 }
 
 /// The right to answer one request, taken with
-/// [`Ctx::reply_later`](crate::fs::ops::Ctx::reply_later).
+/// [`Ctx::reply_later`](Ctx::reply_later).
 ///
 /// `Send`: answer from any thread. Every answering method consumes the
 /// token, so a request is answered exactly once; a token dropped without an
@@ -440,7 +428,7 @@ impl InterruptHandle {
 }
 
 /// The caller's identity, owned, for work that outlives the handler call
-/// (the async API): [`OwnedCtx::ctx`] lends a [`Ctx`](crate::fs::ops::Ctx).
+/// (the async API): [`OwnedCtx::ctx`] lends a [`Ctx`].
 #[derive(Clone)]
 pub struct OwnedCtx {
     /// The request's id (`fuse_in_header.unique`).
@@ -457,7 +445,7 @@ pub struct OwnedCtx {
 impl OwnedCtx {
     /// A copy of `ctx` for work answered by returning (no reply token: no
     /// interrupt to follow).
-    pub fn detached(ctx: &crate::fs::ops::Ctx<'_>) -> OwnedCtx {
+    pub fn detached(ctx: &Ctx<'_>) -> OwnedCtx {
         OwnedCtx {
             unique: ctx.unique,
             uid: ctx.uid,
@@ -467,10 +455,10 @@ impl OwnedCtx {
         }
     }
 
-    /// A [`Ctx`](crate::fs::ops::Ctx) for the filesystem's methods; its
+    /// A [`Ctx`] for the filesystem's methods; its
     /// `interrupted()` follows the request's INTERRUPT, if it has a token.
-    pub fn ctx(&self) -> crate::fs::ops::Ctx<'_> {
-        crate::fs::ops::Ctx {
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
             unique: self.unique,
             uid: self.uid,
             gid: self.gid,
@@ -532,7 +520,7 @@ impl ReplyToken {
     }
 
     /// The caller's identity, to keep past the handler call.
-    pub fn owned_ctx(&self, ctx: &crate::fs::ops::Ctx<'_>) -> OwnedCtx {
+    pub fn owned_ctx(&self, ctx: &Ctx<'_>) -> OwnedCtx {
         OwnedCtx {
             unique: ctx.unique,
             uid: ctx.uid,
@@ -779,6 +767,20 @@ impl Drop for ReplyToken {
                 "reply token dropped without an answer; answering EIO"
             );
             inner.deliver(Err(Errno::EIO), DataOut::default(), true);
+        }
+    }
+}
+
+/// Answers given later go out at once, from the answering thread, on the fd
+/// the request was read from: the kernel looks a reply's request up among
+/// those read through the fd it is written to.
+impl LaterSink for crate::device::DevChannel {
+    fn deliver(&self, r: LaterReply) {
+        let data = crate::protocol::ReplyData::Buffer(&r.data);
+        if let Err(e) = crate::protocol::outcome::send_outcome(r.unique, r.result, data, self) {
+            // ENOENT: interrupted and forgotten; ENODEV/ECONNABORTED: the
+            // mount is gone. Either way nobody waits for this answer.
+            tracing::debug!(unique = r.unique, opcode = ?r.opcode, error = %e, "later answer not delivered");
         }
     }
 }
