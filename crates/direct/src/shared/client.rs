@@ -27,6 +27,11 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use super::{opcode, Hello};
 
+/// Message headers, as the kernel lays them out (`fuse_in_header`,
+/// `fuse_out_header`): the run's connections speak FUSE's own messages.
+const IN_HEADER: usize = std::mem::size_of::<abi::InHeader>();
+const OUT_HEADER: usize = std::mem::size_of::<abi::OutHeader>();
+
 /// Connections are moved to descriptors from here up, out of the
 /// program's low numbers (the placeholder pool sits at 1008..1024).
 const CONNECTION_FDS: i32 = 1100;
@@ -166,23 +171,23 @@ impl RemoteFs {
         let pid = std::process::id();
         let (mut conn, pooled) = self.take(pid).ok()?;
         let mut msg = [0u8; 64];
-        let len = 40 + body.len();
+        let len = IN_HEADER + body.len();
         let header = abi::InHeader {
             len: len as u32,
             opcode: op,
             unique: self.unique.fetch_add(1, Ordering::Relaxed),
             ..Default::default()
         };
-        msg[..40].copy_from_slice(header.as_bytes());
-        msg.get_mut(40..len)?.copy_from_slice(body);
+        msg[..IN_HEADER].copy_from_slice(header.as_bytes());
+        msg.get_mut(IN_HEADER..len)?.copy_from_slice(body);
         send_all(&conn, &msg[..len]).ok()?;
-        let mut out = [0u8; 24];
-        conn.read_exact(&mut out[..16]).ok()?;
+        let mut out = [0u8; OUT_HEADER + 8];
+        conn.read_exact(&mut out[..OUT_HEADER]).ok()?;
         let (h, _) = abi::OutHeader::read_from_prefix(&out[..]).ok()?;
         let end = usize::try_from(h.len)
             .ok()
-            .filter(|&l| (16..=24).contains(&l))?;
-        conn.read_exact(&mut out[16..end]).ok()?;
+            .filter(|&l| (OUT_HEADER..=OUT_HEADER + 8).contains(&l))?;
+        conn.read_exact(&mut out[OUT_HEADER..end]).ok()?;
         if pooled {
             self.give_back(conn, pid);
         }
@@ -190,7 +195,7 @@ impl RemoteFs {
             return None;
         }
         let mut v = [0u8; 8];
-        v[..end - 16].copy_from_slice(&out[16..end]);
+        v[..end - OUT_HEADER].copy_from_slice(&out[OUT_HEADER..end]);
         Some(u64::from_ne_bytes(v))
     }
 
@@ -256,7 +261,7 @@ struct Reply(Vec<u8>);
 impl std::ops::Deref for Reply {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0[16..]
+        &self.0[OUT_HEADER..]
     }
 }
 
@@ -269,7 +274,7 @@ fn exchange(
     unique: u64,
     parts: &[&[u8]],
 ) -> std::io::Result<(i32, Vec<u8>)> {
-    let len = 40 + parts.iter().map(|p| p.len()).sum::<usize>();
+    let len = IN_HEADER + parts.iter().map(|p| p.len()).sum::<usize>();
     let header = abi::InHeader {
         len: len as u32,
         opcode: op.0,
@@ -293,7 +298,7 @@ fn exchange(
     // Most replies arrive whole: one read takes the header and the body.
     let mut got = vec![0u8; 4096];
     let mut have = 0;
-    while have < 16 {
+    while have < OUT_HEADER {
         match conn.read(&mut got[have..]) {
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => have += n,
@@ -305,7 +310,7 @@ fn exchange(
     }
     let (out, _) = abi::OutHeader::read_from_prefix(&got[..]).map_err(|_| bad_reply())?;
     let len = out.len as usize;
-    if out.unique != unique || len < 16 || have > len {
+    if out.unique != unique || len < OUT_HEADER || have > len {
         return Err(bad_reply());
     }
     got.resize(len, 0);
@@ -474,7 +479,7 @@ impl RemoteFs {
             return;
         };
         let header = abi::InHeader {
-            len: (40 + args.len()) as u32,
+            len: (IN_HEADER + args.len()) as u32,
             opcode: op.0,
             unique: self.unique.fetch_add(1, Ordering::Relaxed),
             nodeid: node.0,

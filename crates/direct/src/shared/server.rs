@@ -14,7 +14,8 @@ use fusebox::abi::{self, Opcode};
 use fusebox::dispatch::{Dispatcher, Worker};
 use fusebox::fs::ops::{Ctx, Release};
 use fusebox::fs::Filesystem;
-use fusebox::protocol::{DataOut, Notifier, ParseConfig, ReplySink};
+use fusebox::protocol::opcodes::{facts, References};
+use fusebox::protocol::{parse_contiguous, DataOut, Notifier, ParseConfig, ReplySink};
 use fusebox::stats::WorkerStats;
 use fusebox::{FileHandle, NodeId};
 use rustix::event::{poll, PollFd, PollFlags};
@@ -23,6 +24,9 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::{opcode, Hello, READY};
+
+/// A request's header, as the kernel lays it out (`fuse_in_header`).
+const IN_HEADER: usize = std::mem::size_of::<abi::InHeader>();
 
 /// The largest request a client sends: a write of 1 MiB with its headers.
 pub(crate) const MAX_REQUEST: usize = (1 << 20) + 4096;
@@ -463,7 +467,7 @@ impl<F: Filesystem> Server<F> {
         let mut buf = Vec::with_capacity(MAX_REQUEST);
         let mut on_cpu = 0;
         loop {
-            buf.resize(40, 0);
+            buf.resize(IN_HEADER, 0);
             if conn.read_exact(&mut buf).is_err() {
                 return;
             }
@@ -471,7 +475,7 @@ impl<F: Filesystem> Server<F> {
                 return;
             };
             let len = h.len as usize;
-            if !(40..=MAX_REQUEST).contains(&len) {
+            if !(IN_HEADER..=MAX_REQUEST).contains(&len) {
                 tracing::warn!(
                     len,
                     "direct-mode server: a request of impossible length; connection closed"
@@ -479,7 +483,7 @@ impl<F: Filesystem> Server<F> {
                 return;
             }
             buf.resize(len, 0);
-            if conn.read_exact(&mut buf[40..]).is_err() {
+            if conn.read_exact(&mut buf[IN_HEADER..]).is_err() {
                 return;
             }
             if h.padding != on_cpu
@@ -492,58 +496,71 @@ impl<F: Filesystem> Server<F> {
                 cpus.set(on_cpu as usize - 1);
                 let _ = rustix::thread::sched_setaffinity(None, &cpus);
             }
-            let args = &buf[40..];
-            match Opcode(h.opcode) {
-                Opcode::FORGET => {
-                    if let Ok((f, _)) = abi::ForgetIn::read_from_prefix(args) {
-                        self.forget(slot, h.nodeid, f.nlookup);
-                    }
-                    continue;
-                }
-                Opcode::BATCH_FORGET => {
-                    let rest = args.get(8..).unwrap_or_default();
-                    for one in rest.chunks_exact(16) {
-                        if let Ok(f) = abi::ForgetOne::read_from_bytes(one) {
-                            self.forget(slot, f.nodeid, f.nlookup);
+            let args = &buf[IN_HEADER..];
+            // What a request does to the books is the opcode table's word,
+            // as for the recovery ledger; its arguments are the parser's.
+            let references = facts(Opcode(h.opcode)).references;
+            let release = match (h.opcode, references) {
+                (opcode::RELEASE_QUIET, _) => Some((false, true)),
+                (opcode::RELEASEDIR_QUIET, _) => Some((true, true)),
+                (_, References::Release) => Some((false, false)),
+                (_, References::ReleaseDir) => Some((true, false)),
+                _ => None,
+            };
+            if let References::Forget | References::BatchForget = references {
+                match parse_contiguous(&buf, ParseConfig::default()) {
+                    Ok(req) => {
+                        if let Some(n) = req.op.forget_count() {
+                            self.forget(slot, h.nodeid, n);
+                        }
+                        for (node, n) in req.op.forgotten().iter().flat_map(|l| l.iter()) {
+                            self.forget(slot, node.0, n);
                         }
                     }
+                    Err(e) => tracing::warn!(error = %e, "direct-mode server: a malformed forget"),
+                }
+                continue;
+            }
+            if let Some((dir, quiet)) = release {
+                // As the kernel would send it: the quiet forms are this
+                // run's own, the arguments RELEASE's.
+                let real = abi::InHeader {
+                    opcode: if dir {
+                        Opcode::RELEASEDIR.0
+                    } else {
+                        Opcode::RELEASE.0
+                    },
+                    ..h
+                };
+                buf[..IN_HEADER].copy_from_slice(real.as_bytes());
+                let fh = parse_contiguous(&buf, ParseConfig::default())
+                    .ok()
+                    .and_then(|req| req.op.released());
+                let last = match fh {
+                    Some(fh) => self.books().closing(slot, fh.0, dir),
+                    None => !quiet,
+                };
+                if last {
+                    self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
+                } else {
+                    // Another process still holds it open.
+                    capture.set(h.unique, 0, &[]);
+                }
+                if quiet {
+                    // Nobody waits for its answer.
                     continue;
                 }
-                op @ (Opcode::RELEASE
-                | Opcode::RELEASEDIR
-                | Opcode(opcode::RELEASE_QUIET)
-                | Opcode(opcode::RELEASEDIR_QUIET)) => {
-                    let dir = op == Opcode::RELEASEDIR || op == Opcode(opcode::RELEASEDIR_QUIET);
-                    let quiet = op.0 == opcode::RELEASE_QUIET || op.0 == opcode::RELEASEDIR_QUIET;
-                    let last = match abi::ReleaseIn::read_from_prefix(args) {
-                        Ok((r, _)) => self.books().closing(slot, r.fh, dir),
-                        Err(_) => !quiet,
-                    };
-                    if last {
-                        let real = abi::InHeader {
-                            opcode: if dir {
-                                Opcode::RELEASEDIR.0
-                            } else {
-                                Opcode::RELEASE.0
-                            },
-                            ..h
-                        };
-                        buf[..40].copy_from_slice(real.as_bytes());
-                        self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
-                    } else {
-                        // Another process still holds it open.
-                        capture.set(h.unique, 0, &[]);
-                    }
-                    if quiet {
-                        // Nobody waits for its answer.
-                        continue;
-                    }
+                if conn.write_all(&capture.0.borrow()).is_err() {
+                    return;
                 }
-                Opcode(opcode::FORK_PREPARE) => {
+                continue;
+            }
+            match h.opcode {
+                opcode::FORK_PREPARE => {
                     let child = self.books().fork_copy(slot);
                     capture.set(h.unique, 0, &child.to_ne_bytes());
                 }
-                Opcode(opcode::FORK_DONE) => {
+                opcode::FORK_DONE => {
                     if let (Some(s), Some(p)) = (args.get(..8), args.get(8..12)) {
                         let child = u64::from_ne_bytes(s.try_into().unwrap_or_default());
                         let pid = u32::from_ne_bytes(p.try_into().unwrap_or_default());
@@ -551,14 +568,12 @@ impl<F: Filesystem> Server<F> {
                     }
                     capture.set(h.unique, 0, &[]);
                 }
-                Opcode(opcode::APPEND) => {
-                    self.append(&dispatcher, &mut worker, &capture, &mut buf, slot)
-                }
-                Opcode(opcode::DROP_CACHED_DATA) => {
+                opcode::APPEND => self.append(&dispatcher, &mut worker, &capture, &mut buf, slot),
+                opcode::DROP_CACHED_DATA => {
                     self.fs.drop_cached_data(NodeId(h.nodeid));
                     capture.set(h.unique, 0, &[]);
                 }
-                Opcode(opcode::COUNTERS) => {
+                opcode::COUNTERS => {
                     let json = serde_json::to_vec(&self.fs.counters()).unwrap_or_default();
                     capture.set(h.unique, 0, &json);
                 }
@@ -601,7 +616,7 @@ impl<F: Filesystem> Server<F> {
         let Ok((mut h, _)) = abi::InHeader::read_from_prefix(&request[..]) else {
             return;
         };
-        let Ok((mut w, _)) = abi::WriteIn::read_from_prefix(&request[40..]) else {
+        let Ok((mut w, _)) = abi::WriteIn::read_from_prefix(&request[IN_HEADER..]) else {
             return capture.set(h.unique, -libc::EINVAL, &[]);
         };
         let lock = {
@@ -622,9 +637,9 @@ impl<F: Filesystem> Server<F> {
                 Ok(a) => {
                     w.offset = a.attr.size;
                     h.opcode = Opcode::WRITE.0;
-                    request[..40].copy_from_slice(h.as_bytes());
+                    request[..IN_HEADER].copy_from_slice(h.as_bytes());
                     let size = std::mem::size_of::<abi::WriteIn>();
-                    request[40..40 + size].copy_from_slice(w.as_bytes());
+                    request[IN_HEADER..IN_HEADER + size].copy_from_slice(w.as_bytes());
                     self.dispatch(dispatcher, worker, capture, request, slot);
                     let mut out = capture.0.borrow_mut();
                     if abi::OutHeader::read_from_prefix(&out[..]).is_ok_and(|(o, _)| o.error == 0) {
@@ -671,8 +686,9 @@ impl<F: Filesystem> Server<F> {
         }
         let entry = || abi::EntryOut::read_from_prefix(body).ok().map(|(e, _)| e);
         let mut b = self.books();
-        match Opcode(h.opcode) {
-            Opcode::LOOKUP | Opcode::MKNOD | Opcode::MKDIR | Opcode::SYMLINK | Opcode::LINK => {
+        let references = facts(Opcode(h.opcode)).references;
+        match references {
+            References::Entry => {
                 if let Some(e) = entry().filter(|e| e.nodeid != 0) {
                     if !b.took_node(slot, e.nodeid) {
                         drop(b);
@@ -680,7 +696,7 @@ impl<F: Filesystem> Server<F> {
                     }
                 }
             }
-            Opcode::CREATE => {
+            References::Create => {
                 let size = std::mem::size_of::<abi::EntryOut>();
                 let opened = body
                     .get(size..)
@@ -695,9 +711,9 @@ impl<F: Filesystem> Server<F> {
                     }
                 }
             }
-            op @ (Opcode::OPEN | Opcode::OPENDIR) => {
+            References::Open | References::OpenDir => {
                 if let Ok((o, _)) = abi::OpenOut::read_from_prefix(body) {
-                    let dir = op == Opcode::OPENDIR;
+                    let dir = references == References::OpenDir;
                     if !b.opened(slot, o.fh, dir, h.nodeid) {
                         drop(b);
                         self.give_back(Released {

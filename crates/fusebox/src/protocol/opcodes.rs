@@ -87,8 +87,10 @@ pub enum References {
     OpenDir,
     /// Hands out a node reference and opens a handle.
     Create,
-    /// Closes a handle.
+    /// Closes a file handle.
     Release,
+    /// Closes a directory handle.
+    ReleaseDir,
     /// Drops references to one node.
     Forget,
     /// Drops references to many nodes.
@@ -258,7 +260,7 @@ const ROWS: &[(Opcode, OpFacts)] = &[
     (
         Opcode::RELEASEDIR,
         OpFacts {
-            references: References::Release,
+            references: References::ReleaseDir,
             ..PLAIN
         },
     ),

@@ -366,7 +366,9 @@ impl<'a> Note<'a> {
                 .map(|flags| Note::Open { flags, dir: false }),
             References::OpenDir => op.open_flags().map(|flags| Note::Open { flags, dir: true }),
             References::Create => op.open_flags().map(|flags| Note::Create { flags }),
-            References::Release => op.released().map(|fh| Note::Release { fh: fh.0 }),
+            References::Release | References::ReleaseDir => {
+                op.released().map(|fh| Note::Release { fh: fh.0 })
+            }
             References::Forget => op.forget_count().map(|nlookup| Note::Forget { nlookup }),
             References::BatchForget => op.forgotten().map(Note::BatchForget),
             References::ReaddirPlus => Some(Note::Readdirplus),
