@@ -55,11 +55,28 @@ def modules():
     return mods
 
 
+def root_names():
+    """Names lib.rs re-exports at the crate root (`pub use module::{A, B}`),
+    with the module each comes from: `crate::Session` is an import of
+    session."""
+    text = source(os.path.join(SRC, "lib.rs"))
+    names = {}
+    for module, items in re.findall(r"pub use (\w+)::\{([^}]*)\}", text):
+        for item in items.split(","):
+            if item.strip():
+                names[item.strip()] = module
+    for module, item in re.findall(r"pub use (\w+)::(\w+);", text):
+        names[item] = module
+    return names
+
+
 def edges(mods):
     graph = {m: set() for m in mods}
+    roots = root_names()
     for m, files in mods.items():
         for path in files:
-            for name in re.findall(r"crate::([a-z_]+)", source(path)):
+            for name in re.findall(r"crate::(\w+)", source(path)):
+                name = roots.get(name, name)
                 if name != m and name in mods:
                     graph[m].add(name)
     return graph

@@ -54,6 +54,14 @@ fn an_import_upward_fails_the_check() {
     let (ok, out) = check(dir.path());
     assert!(!ok, "{out}");
     assert!(out.contains("upward import: protocol"), "{out}");
+    // The same through a name the crate root re-exports.
+    let dir = altered("mount/mod.rs", "use crate::Session;\n");
+    let (ok, out) = check(dir.path());
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("upward import: mount (layer 3) uses session"),
+        "{out}"
+    );
 }
 
 #[test]
