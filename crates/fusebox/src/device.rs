@@ -5,7 +5,9 @@
 //! event-loop session, the supervisor failing what a dead server left) and
 //! the io_uring completions read the kernel's errors through
 //! [`DeviceErrno::of`], so an unmount, an abort and an interrupted request
-//! mean the same thing on every path.
+//! mean the same thing on every path. One exception, the io_uring
+//! transport's: ENOENT on a ring's completion means the kernel has no
+//! request for the committed id, and that entry is reported as refused.
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

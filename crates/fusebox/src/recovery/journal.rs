@@ -36,7 +36,7 @@ use super::ledger::Ledger;
 use super::state::Before;
 use crate::error::Errno;
 use crate::fs::ops::{Ctx, Open};
-use crate::fs::recoverable::AppliedChange;
+pub use crate::fs::recoverable::AppliedChange;
 use crate::fs::Filesystem;
 use crate::protocol::opcodes::{Answer, Journal, OpFacts};
 use crate::protocol::outcome::{open_out, Outcome};

@@ -16,7 +16,8 @@ use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
 
 use super::state::{HandleRecord, StateFile, MAX_KEY};
-use crate::fs::recoverable::{KeyChanges, Rekey};
+pub use crate::fs::recoverable::KeyChanges;
+use crate::fs::recoverable::Rekey;
 use crate::protocol::opcodes::{OpFacts, References};
 use crate::types::NodeId;
 

@@ -13,7 +13,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::device::{DevChannel, Received};
+use crate::device::{DevChannel, Received, WorkerExit};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
@@ -139,15 +139,21 @@ impl<F: Filesystem> DrivenSession<F> {
     }
 
     /// Read one request into `buf`: its length; Ok(0) once the filesystem
-    /// is unmounted or aborted. EINTR and EAGAIN (a non-blocking device
-    /// with nothing to read) come back as errors (`Interrupted`,
-    /// `WouldBlock`) for the caller's loop to decide on.
+    /// is unmounted, ECONNABORTED once the connection was aborted. EINTR
+    /// and EAGAIN (a non-blocking device with nothing to read) come back as
+    /// errors for the caller's loop to decide on.
     pub fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
         match crate::device::read_request(self.mount.device().as_fd(), buf)? {
             Received::Request(n) => Ok(n),
-            Received::WouldBlock => Err(std::io::ErrorKind::WouldBlock.into()),
-            Received::Interrupted => Err(std::io::ErrorKind::Interrupted.into()),
-            Received::Ended(_) => Ok(0),
+            // The errno itself, not only its kind: the drop-in hands it to
+            // libfuse programs as -EAGAIN or -EINTR.
+            Received::WouldBlock => Err(std::io::Error::from_raw_os_error(libc::EAGAIN)),
+            Received::Interrupted => Err(std::io::Error::from_raw_os_error(libc::EINTR)),
+            Received::Ended(WorkerExit::Unmounted) => Ok(0),
+            // As libfuse reports it: -ECONNABORTED, not a clean end.
+            Received::Ended(WorkerExit::Aborted) => {
+                Err(std::io::Error::from_raw_os_error(libc::ECONNABORTED))
+            }
         }
     }
 
