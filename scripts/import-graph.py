@@ -25,9 +25,11 @@ SRC = os.environ.get("IMPORT_GRAPH_SRC", os.path.join(ROOT, "crates", "fusebox",
 DESIGN = os.environ.get("IMPORT_GRAPH_DESIGN", os.path.join(ROOT, "DESIGN.md"))
 
 # Where naming an opcode is allowed: the parser (which turns an opcode into
-# an `Op`), the opcode table, and the one match that calls the filesystem.
+# an `Op`) and its inverse, the request encoder, the opcode table, and the
+# one match that calls the filesystem.
 OPCODE_HOMES = {
     os.path.join("protocol", "parse.rs"): None,
+    os.path.join("protocol", "encode.rs"): None,
     os.path.join("protocol", "opcodes.rs"): None,
     "dispatch.rs": "fn call(",
 }

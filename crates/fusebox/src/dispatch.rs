@@ -20,13 +20,14 @@ use crate::protocol::outcome::{
     attr_out, copy_out, entry_out, lk_out, open_out, send_outcome, statfs_out, statx_out,
     xattr_reply, Outcome,
 };
+use crate::protocol::references::{Expected, ReferenceBook};
 use crate::protocol::{
     parse_contiguous, parse_header, parse_split, DataOut, DirEntries, Notifier, Op, ParseConfig,
     ReplyData, ReplySink, Request,
 };
 use crate::recovery::failpoint::{self, Point};
 use crate::recovery::journal;
-use crate::recovery::ledger::{Ledger, Note};
+use crate::recovery::ledger::Ledger;
 use crate::stats::WorkerStats;
 use crate::types::NodeId;
 
@@ -85,6 +86,9 @@ pub struct Dispatcher<F> {
     destroyed: AtomicBool,
     /// Under a supervisor: what the kernel holds, kept for the next server.
     ledger: Option<Arc<Ledger>>,
+    /// Told what each answer hands out or takes back: the ledger, or
+    /// another server's books (direct mode's per-process ones).
+    book: Option<Arc<dyn ReferenceBook>>,
 }
 
 /// How many early interrupts to remember (targets that already finished
@@ -165,13 +169,25 @@ impl<F: Filesystem> Dispatcher<F> {
             early_count: AtomicUsize::new(0),
             destroyed: AtomicBool::new(false),
             ledger: None,
+            book: None,
         }
     }
 
     /// Record node references and open handles in `ledger` (a supervised
     /// session, see `recovery`).
     pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Dispatcher<F> {
+        self.book = Some(ledger.clone());
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Tell `book` every node reference and handle an answer hands out,
+    /// and every FORGET and RELEASE, as the ledger is told (see
+    /// [`crate::protocol::references`]); for a server that keeps books of
+    /// its own. Replaces the ledger's place: a supervised session keeps
+    /// the ledger's.
+    pub fn with_reference_book(mut self, book: Arc<dyn ReferenceBook>) -> Dispatcher<F> {
+        self.book = Some(book);
         self
     }
 
@@ -307,7 +323,7 @@ impl<F: Filesystem> Dispatcher<F> {
             later: route.as_ref(),
         };
         let node = req.node();
-        let note = self.ledger.as_ref().map(|_| Note::of(facts, &req.op));
+        let expected = self.book.as_ref().map(|_| Expected::of(facts, &req.op));
         // A supervised session journals what must not be applied twice,
         // and answers it from the journal when it comes back.
         let mut journal_slot = None;
@@ -350,14 +366,14 @@ impl<F: Filesystem> Dispatcher<F> {
                 None => self.call(&ctx, node, req.op, data),
             })),
         };
-        if let (Some(ledger), Some(note), Ok(r), false) =
-            (&self.ledger, note, &outcome, from_journal)
+        if let (Some(book), Some(expected), Ok(r), false) =
+            (&self.book, expected, &outcome, from_journal)
         {
             let bytes = match &out {
                 Some(o) => o.as_slice(),
                 None => w.data.as_slice(),
             };
-            ledger.record(note, node, r.as_ref().map_err(|e| *e), bytes);
+            expected.changes(node, r.as_ref().map_err(|e| *e), bytes, |c| book.change(c));
         }
         slot.current.store(0, Ordering::Release);
         let taken = route

@@ -275,6 +275,20 @@ impl Error {
     }
 }
 
+/// A request that cannot be put on the wire (see
+/// [`crate::protocol::encode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// An opcode fusebox does not know: the parser's `Op::Unsupported`
+    /// kept no arguments to write.
+    #[error("a request of an unsupported opcode has no encoding")]
+    Unsupported,
+    /// A length does not fit the field that carries it (a message over
+    /// 4 GiB, data longer than its u32 size).
+    #[error("a request too long for its length fields")]
+    TooLong,
+}
+
 /// A request that could not be parsed. Answered with [`ParseError::errno`]
 /// when its unique is known, never with a panic.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

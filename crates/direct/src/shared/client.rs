@@ -5,19 +5,18 @@ use std::ffi::OsStr;
 use std::io::{IoSlice, Read as _};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use fusebox::abi::{self, flags, Opcode};
+use fusebox::abi::{self, Opcode};
 use fusebox::fs::ops::*;
 use fusebox::fs::Filesystem;
-use fusebox::protocol::{DataOut, DirEntries};
+use fusebox::protocol::encode::{encode_request, Extension, RequestHead};
+use fusebox::protocol::{dir_records, DataOut, DirEntries, Op, ParseConfig};
 use fusebox::{
     AttrReply, Entry, Errno, FileAttr, FileHandle, FileType, FsResult, NodeId, Opened, Statfs,
-    TimeOrNow,
 };
 use rustix::net::{
     send, sendmsg, socketpair, AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
@@ -25,7 +24,7 @@ use rustix::net::{
 };
 use zerocopy::{FromBytes, IntoBytes};
 
-use super::{opcode, Hello};
+use super::{extension, opcode, Hello};
 
 /// Message headers, as the kernel lays them out (`fuse_in_header`,
 /// `fuse_out_header`): the run's connections speak FUSE's own messages.
@@ -172,12 +171,10 @@ impl RemoteFs {
         let (mut conn, pooled) = self.take(pid).ok()?;
         let mut msg = [0u8; 64];
         let len = IN_HEADER + body.len();
-        let header = abi::InHeader {
-            len: len as u32,
-            opcode: op,
-            unique: self.unique.fetch_add(1, Ordering::Relaxed),
-            ..Default::default()
-        };
+        let header = self
+            .head(&Ctx::internal(), NodeId(0))
+            .own_header(Opcode(op), body.len())
+            .ok()?;
         msg[..IN_HEADER].copy_from_slice(header.as_bytes());
         msg.get_mut(IN_HEADER..len)?.copy_from_slice(body);
         send_all(&conn, &msg[..len]).ok()?;
@@ -199,13 +196,78 @@ impl RemoteFs {
         Some(u64::from_ne_bytes(v))
     }
 
+    /// A new request's header fields, for `ctx`'s caller.
+    fn head(&self, ctx: &Ctx, node: NodeId) -> RequestHead {
+        RequestHead {
+            unique: self.unique.fetch_add(1, Ordering::Relaxed),
+            node,
+            uid: ctx.uid,
+            gid: ctx.gid,
+            pid: ctx.pid,
+        }
+    }
+
+    /// `op` as a request of this caller's, with the run's extensions:
+    /// the CPU this thread runs on, which the server's thread moves to (a
+    /// reply on the same CPU costs a fraction of one across CPUs:
+    /// DESIGN.md), and `more`.
+    fn request(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        op: &Op<'_>,
+        more: &[Extension<'_>],
+    ) -> FsResult<Vec<u8>> {
+        let head = self.head(ctx, node);
+        let cpu = (rustix::thread::sched_getcpu() as u64).to_ne_bytes();
+        let mut extensions = [Extension {
+            typ: extension::CPU,
+            data: &cpu,
+        }; 2];
+        let n = 1 + more.len().min(1);
+        extensions[1..n].copy_from_slice(&more[..n - 1]);
+        let mut msg = Vec::new();
+        encode_request(
+            &head,
+            op,
+            ParseConfig::default(),
+            &extensions[..n],
+            &mut msg,
+        )
+        .map_err(|e| {
+            tracing::error!(error = %e, "direct mode: a request cannot be sent");
+            Errno::EIO
+        })?;
+        Ok(msg)
+    }
+
     /// Send one request and wait for its reply's body. An error reply is
     /// the filesystem's errno; a broken connection (the server gone) EIO.
-    fn call(&self, ctx: &Ctx, op: Opcode, node: u64, parts: &[&[u8]]) -> FsResult<Reply> {
+    fn call(
+        &self,
+        ctx: &Ctx,
+        node: NodeId,
+        op: &Op<'_>,
+        more: &[Extension<'_>],
+    ) -> FsResult<Reply> {
+        let msg = self.request(ctx, node, op, more)?;
+        self.exchange_message(&msg)
+    }
+
+    /// One of the run's own requests (outside FUSE's opcodes), with no
+    /// arguments, answered like a FUSE one.
+    fn own_call(&self, op: u32, node: NodeId) -> FsResult<Reply> {
+        let header = self
+            .head(&Ctx::internal(), node)
+            .own_header(Opcode(op), 0)
+            .map_err(|_| Errno::EIO)?;
+        self.exchange_message(header.as_bytes())
+    }
+
+    fn exchange_message(&self, msg: &[u8]) -> FsResult<Reply> {
         let pid = std::process::id();
         let (mut conn, pooled) = self.take(pid).map_err(broken)?;
-        let unique = self.unique.fetch_add(1, Ordering::Relaxed);
-        match exchange(&mut conn, ctx, op, node, unique, parts) {
+        match exchange(&mut conn, msg) {
             Ok((err, body)) => {
                 if pooled {
                     self.give_back(conn, pid);
@@ -266,35 +328,12 @@ impl std::ops::Deref for Reply {
 }
 
 /// Write one request, read its reply: (error, the reply with its header).
-fn exchange(
-    conn: &mut UnixStream,
-    ctx: &Ctx,
-    op: Opcode,
-    node: u64,
-    unique: u64,
-    parts: &[&[u8]],
-) -> std::io::Result<(i32, Vec<u8>)> {
-    let len = IN_HEADER + parts.iter().map(|p| p.len()).sum::<usize>();
-    let header = abi::InHeader {
-        len: len as u32,
-        opcode: op.0,
-        unique,
-        nodeid: node,
-        uid: ctx.uid,
-        gid: ctx.gid,
-        pid: ctx.pid,
-        total_extlen: 0,
-        // The CPU this thread runs on (plus one), which the server's
-        // thread moves to: a reply on the same CPU costs a fraction of one
-        // across CPUs (DESIGN.md).
-        padding: (rustix::thread::sched_getcpu() + 1) as u16,
-    };
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(header.as_bytes());
-    for p in parts {
-        msg.extend_from_slice(p);
-    }
-    send_all(conn, &msg)?;
+fn exchange(conn: &mut UnixStream, msg: &[u8]) -> std::io::Result<(i32, Vec<u8>)> {
+    let unique = abi::InHeader::read_from_prefix(msg)
+        .map_err(|_| bad_reply())?
+        .0
+        .unique;
+    send_all(conn, msg)?;
     // Most replies arrive whole: one read takes the header and the body.
     let mut got = vec![0u8; 4096];
     let mut have = 0;
@@ -355,16 +394,20 @@ impl RemoteFs {
         flags: i32,
         data: &[u8],
     ) -> FsResult<(u64, u32)> {
-        let a = abi::WriteIn {
-            fh: fh.0,
+        let w = Write {
+            fh,
             offset: 0,
-            size: data.len() as u32,
-            write_flags: 0,
-            lock_owner: 0,
-            flags: flags as u32,
-            padding: 0,
+            data,
+            flags,
+            lock_owner: None,
+            from_cache: false,
+            kill_suidgid: false,
         };
-        let b = self.call(ctx, Opcode(opcode::APPEND), node.0, &[a.as_bytes(), data])?;
+        let append = Extension {
+            typ: extension::APPEND,
+            data: &[],
+        };
+        let b = self.call(ctx, node, &Op::Write(w), &[append])?;
         let n = fixed::<abi::WriteOut>(&b)?.size;
         let at = b.get(8..16).ok_or(Errno::EIO)?;
         Ok((
@@ -429,13 +472,6 @@ pub(crate) fn internal_fds() -> Vec<u32> {
         .collect()
 }
 
-fn name(n: &OsStr) -> Vec<u8> {
-    let mut v = Vec::with_capacity(n.len() + 1);
-    v.extend_from_slice(n.as_bytes());
-    v.push(0);
-    v
-}
-
 fn fixed<T: FromBytes>(b: &[u8]) -> FsResult<T> {
     T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| {
         tracing::error!("direct mode: a reply from the run's server is too short");
@@ -452,13 +488,13 @@ fn opened_from(o: &abi::OpenOut) -> Opened {
 }
 
 impl RemoteFs {
-    fn entry(&self, ctx: &Ctx, op: Opcode, node: NodeId, parts: &[&[u8]]) -> FsResult<Entry> {
-        let b = self.call(ctx, op, node.0, parts)?;
+    fn entry(&self, ctx: &Ctx, node: NodeId, op: &Op<'_>) -> FsResult<Entry> {
+        let b = self.call(ctx, node, op, &[])?;
         Ok(Entry::from_abi(&fixed::<abi::EntryOut>(&b)?))
     }
 
-    fn attr(&self, ctx: &Ctx, op: Opcode, node: NodeId, parts: &[&[u8]]) -> FsResult<AttrReply> {
-        let b = self.call(ctx, op, node.0, parts)?;
+    fn attr(&self, ctx: &Ctx, node: NodeId, op: &Op<'_>) -> FsResult<AttrReply> {
+        let b = self.call(ctx, node, op, &[])?;
         let a = fixed::<abi::AttrOut>(&b)?;
         Ok(AttrReply {
             attr: FileAttr::from(&a.attr),
@@ -466,86 +502,42 @@ impl RemoteFs {
         })
     }
 
-    fn done(&self, ctx: &Ctx, op: Opcode, node: NodeId, parts: &[&[u8]]) -> FsResult<()> {
-        self.call(ctx, op, node.0, parts).map(|_| ())
+    fn done(&self, ctx: &Ctx, node: NodeId, op: &Op<'_>) -> FsResult<()> {
+        self.call(ctx, node, op, &[]).map(|_| ())
     }
 
-    /// A request nothing answers (FORGET, the quiet releases): written,
-    /// not waited for; the server reads the connection's next request at
-    /// once.
-    fn send_only(&self, op: Opcode, node: NodeId, args: &[u8]) {
+    fn data(&self, ctx: &Ctx, node: NodeId, op: &Op<'_>, out: &mut DataOut) -> FsResult<()> {
+        let b = self.call(ctx, node, op, &[])?;
+        out.extend_from_slice(&b);
+        Ok(())
+    }
+
+    fn opened(&self, ctx: &Ctx, node: NodeId, op: &Op<'_>) -> FsResult<Opened> {
+        let b = self.call(ctx, node, op, &[])?;
+        Ok(opened_from(&fixed(&b)?))
+    }
+
+    /// A request nothing answers (FORGET; RELEASE and RELEASEDIR, which
+    /// the run's server never answers): written, not waited for; the
+    /// server reads the connection's next request at once.
+    fn send_only(&self, node: NodeId, op: &Op<'_>) {
         let pid = std::process::id();
         let Ok((conn, pooled)) = self.take(pid) else {
             return;
         };
-        let header = abi::InHeader {
-            len: (IN_HEADER + args.len()) as u32,
-            opcode: op.0,
-            unique: self.unique.fetch_add(1, Ordering::Relaxed),
-            nodeid: node.0,
-            padding: (rustix::thread::sched_getcpu() + 1) as u16,
-            ..Default::default()
+        let Ok(msg) = self.request(&Ctx::internal(), node, op, &[]) else {
+            return;
         };
-        let msg = [header.as_bytes(), args].concat();
         if send_all(&conn, &msg).is_ok() && pooled {
             self.give_back(conn, pid);
         }
-    }
-
-    fn release_op(&self, op: Opcode, node: NodeId, r: &Release) {
-        let mut release_flags = 0;
-        if r.flush {
-            release_flags |= flags::release::FLUSH;
-        }
-        if r.flock_unlock {
-            release_flags |= flags::release::FLOCK_UNLOCK;
-        }
-        let a = abi::ReleaseIn {
-            fh: r.fh.0,
-            flags: r.flags as u32,
-            release_flags,
-            lock_owner: r.lock_owner,
-        };
-        self.send_only(op, node, a.as_bytes());
-    }
-
-    fn fsync_op(
-        &self,
-        ctx: &Ctx,
-        op: Opcode,
-        node: NodeId,
-        fh: FileHandle,
-        datasync: bool,
-    ) -> FsResult<()> {
-        let a = abi::FsyncIn {
-            fh: fh.0,
-            fsync_flags: if datasync { flags::FSYNC_FDATASYNC } else { 0 },
-            padding: 0,
-        };
-        self.done(ctx, op, node, &[a.as_bytes()])
-    }
-}
-
-fn read_in(r: &Read) -> abi::ReadIn {
-    abi::ReadIn {
-        fh: r.fh.0,
-        offset: r.offset,
-        size: r.size,
-        read_flags: if r.lock_owner.is_some() {
-            flags::READ_LOCKOWNER
-        } else {
-            0
-        },
-        lock_owner: r.lock_owner.unwrap_or(0),
-        flags: r.flags as u32,
-        padding: 0,
     }
 }
 
 impl Filesystem for RemoteFs {
     /// The run's instance's, from its server (none if it cannot say).
     fn counters(&self) -> Vec<fusebox::stats::FsCounter> {
-        self.call(&Ctx::internal(), Opcode(opcode::COUNTERS), 0, &[])
+        self.own_call(opcode::COUNTERS, NodeId(0))
             .ok()
             .and_then(|r| serde_json::from_slice(&r).ok())
             .unwrap_or_default()
@@ -553,138 +545,51 @@ impl Filesystem for RemoteFs {
 
     /// Dropped in the run's server, where the instance's cache is.
     fn drop_cached_data(&self, node: NodeId) {
-        let _ = self.call(
-            &Ctx::internal(),
-            Opcode(opcode::DROP_CACHED_DATA),
-            node.0,
-            &[],
-        );
+        let _ = self.own_call(opcode::DROP_CACHED_DATA, node);
     }
 
-    fn lookup(&self, ctx: &Ctx, parent: NodeId, n: &OsStr) -> FsResult<Entry> {
-        self.entry(ctx, Opcode::LOOKUP, parent, &[&name(n)])
+    fn lookup(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+        self.entry(ctx, parent, &Op::Lookup { name })
     }
 
     fn forget(&self, node: NodeId, nlookup: u64) {
-        let a = abi::ForgetIn { nlookup };
-        self.send_only(Opcode::FORGET, node, a.as_bytes());
+        self.send_only(node, &Op::Forget { nlookup });
     }
 
     fn getattr(&self, ctx: &Ctx, node: NodeId, fh: Option<FileHandle>) -> FsResult<AttrReply> {
-        let a = abi::GetattrIn {
-            getattr_flags: if fh.is_some() { flags::GETATTR_FH } else { 0 },
-            dummy: 0,
-            fh: fh.map_or(0, |f| f.0),
-        };
-        self.attr(ctx, Opcode::GETATTR, node, &[a.as_bytes()])
+        self.attr(ctx, node, &Op::Getattr { fh })
     }
 
     fn setattr(&self, ctx: &Ctx, node: NodeId, s: &SetAttr) -> FsResult<AttrReply> {
-        use flags::fattr::*;
-        let mut a = abi::SetattrIn::default();
-        let mut valid = 0;
-        if let Some(fh) = s.fh {
-            valid |= FH;
-            a.fh = fh.0;
-        }
-        if let Some(m) = s.mode {
-            valid |= MODE;
-            a.mode = m;
-        }
-        if let Some(u) = s.uid {
-            valid |= UID;
-            a.uid = u;
-        }
-        if let Some(g) = s.gid {
-            valid |= GID;
-            a.gid = g;
-        }
-        if let Some(sz) = s.size {
-            valid |= SIZE;
-            a.size = sz;
-        }
-        match s.atime {
-            Some(TimeOrNow::Now) => valid |= ATIME | ATIME_NOW,
-            Some(TimeOrNow::Specific(t)) => {
-                valid |= ATIME;
-                a.atime = t.sec as u64;
-                a.atimensec = t.nsec;
-            }
-            None => {}
-        }
-        match s.mtime {
-            Some(TimeOrNow::Now) => valid |= MTIME | MTIME_NOW,
-            Some(TimeOrNow::Specific(t)) => {
-                valid |= MTIME;
-                a.mtime = t.sec as u64;
-                a.mtimensec = t.nsec;
-            }
-            None => {}
-        }
-        if let Some(t) = s.ctime {
-            valid |= CTIME;
-            a.ctime = t.sec as u64;
-            a.ctimensec = t.nsec;
-        }
-        if let Some(o) = s.lock_owner {
-            valid |= LOCKOWNER;
-            a.lock_owner = o;
-        }
-        if s.kill_suidgid {
-            valid |= KILL_SUIDGID;
-        }
-        a.valid = valid;
-        self.attr(ctx, Opcode::SETATTR, node, &[a.as_bytes()])
+        self.attr(ctx, node, &Op::Setattr(*s))
     }
 
     fn readlink(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
-        let b = self.call(ctx, Opcode::READLINK, node.0, &[])?;
-        out.extend_from_slice(&b);
-        Ok(())
+        self.data(ctx, node, &Op::Readlink, out)
     }
 
-    fn symlink(&self, ctx: &Ctx, parent: NodeId, n: &OsStr, target: &OsStr) -> FsResult<Entry> {
-        self.entry(ctx, Opcode::SYMLINK, parent, &[&name(n), &name(target)])
+    fn symlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, target: &OsStr) -> FsResult<Entry> {
+        self.entry(ctx, parent, &Op::Symlink { name, target })
     }
 
-    fn mknod(&self, ctx: &Ctx, parent: NodeId, n: &OsStr, m: &Mknod) -> FsResult<Entry> {
-        let a = abi::MknodIn {
-            mode: m.mode,
-            rdev: m.rdev,
-            umask: m.umask,
-            padding: 0,
-        };
-        self.entry(ctx, Opcode::MKNOD, parent, &[a.as_bytes(), &name(n)])
+    fn mknod(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, m: &Mknod) -> FsResult<Entry> {
+        self.entry(ctx, parent, &Op::Mknod { name, args: *m })
     }
 
-    fn mkdir(&self, ctx: &Ctx, parent: NodeId, n: &OsStr, m: &Mkdir) -> FsResult<Entry> {
-        let a = abi::MkdirIn {
-            mode: m.mode,
-            umask: m.umask,
-        };
-        self.entry(ctx, Opcode::MKDIR, parent, &[a.as_bytes(), &name(n)])
+    fn mkdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr, m: &Mkdir) -> FsResult<Entry> {
+        self.entry(ctx, parent, &Op::Mkdir { name, args: *m })
     }
 
-    fn unlink(&self, ctx: &Ctx, parent: NodeId, n: &OsStr) -> FsResult<()> {
-        self.done(ctx, Opcode::UNLINK, parent, &[&name(n)])
+    fn unlink(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        self.done(ctx, parent, &Op::Unlink { name })
     }
 
-    fn rmdir(&self, ctx: &Ctx, parent: NodeId, n: &OsStr) -> FsResult<()> {
-        self.done(ctx, Opcode::RMDIR, parent, &[&name(n)])
+    fn rmdir(&self, ctx: &Ctx, parent: NodeId, name: &OsStr) -> FsResult<()> {
+        self.done(ctx, parent, &Op::Rmdir { name })
     }
 
     fn rename(&self, ctx: &Ctx, r: &Rename) -> FsResult<()> {
-        let a = abi::Rename2In {
-            newdir: r.new_parent.0,
-            flags: r.flags,
-            padding: 0,
-        };
-        self.done(
-            ctx,
-            Opcode::RENAME2,
-            r.parent,
-            &[a.as_bytes(), &name(r.name), &name(r.new_name)],
-        )
+        self.done(ctx, r.parent, &Op::Rename(*r))
     }
 
     fn link(
@@ -694,182 +599,107 @@ impl Filesystem for RemoteFs {
         new_parent: NodeId,
         new_name: &OsStr,
     ) -> FsResult<Entry> {
-        let a = abi::LinkIn { oldnodeid: node.0 };
-        self.entry(
-            ctx,
-            Opcode::LINK,
-            new_parent,
-            &[a.as_bytes(), &name(new_name)],
-        )
+        let op = Op::Link {
+            target: node,
+            new_name,
+        };
+        self.entry(ctx, new_parent, &op)
     }
 
     fn open(&self, ctx: &Ctx, node: NodeId, o: &Open) -> FsResult<Opened> {
-        let a = abi::OpenIn {
-            flags: o.flags as u32,
-            open_flags: if o.kill_suidgid {
-                flags::open_in::KILL_SUIDGID
-            } else {
-                0
-            },
-        };
-        let b = self.call(ctx, Opcode::OPEN, node.0, &[a.as_bytes()])?;
-        Ok(opened_from(&fixed(&b)?))
+        self.opened(ctx, node, &Op::Open(*o))
     }
 
     fn read(&self, ctx: &Ctx, node: NodeId, r: &Read, out: &mut DataOut) -> FsResult<()> {
-        let b = self.call(ctx, Opcode::READ, node.0, &[read_in(r).as_bytes()])?;
-        out.extend_from_slice(&b);
-        Ok(())
+        self.data(ctx, node, &Op::Read(*r), out)
     }
 
     fn write(&self, ctx: &Ctx, node: NodeId, w: &Write) -> FsResult<u32> {
-        let mut write_flags = 0;
-        if w.lock_owner.is_some() {
-            write_flags |= flags::write::LOCKOWNER;
-        }
-        if w.kill_suidgid {
-            write_flags |= flags::write::KILL_SUIDGID;
-        }
-        let a = abi::WriteIn {
-            fh: w.fh.0,
-            offset: w.offset,
-            size: w.data.len() as u32,
-            write_flags,
-            lock_owner: w.lock_owner.unwrap_or(0),
-            flags: w.flags as u32,
-            padding: 0,
-        };
-        let b = self.call(ctx, Opcode::WRITE, node.0, &[a.as_bytes(), w.data])?;
+        let b = self.call(ctx, node, &Op::Write(*w), &[])?;
         Ok(fixed::<abi::WriteOut>(&b)?.size)
     }
 
     fn flush(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, lock_owner: u64) -> FsResult<()> {
-        let a = abi::FlushIn {
-            fh: fh.0,
-            unused: 0,
-            padding: 0,
-            lock_owner,
-        };
-        self.done(ctx, Opcode::FLUSH, node, &[a.as_bytes()])
+        self.done(ctx, node, &Op::Flush { fh, lock_owner })
     }
 
     /// Not waited for (nor is its answer: it has none).
     fn release(&self, _ctx: &Ctx, node: NodeId, r: &Release) -> FsResult<()> {
-        self.release_op(Opcode(opcode::RELEASE_QUIET), node, r);
+        self.send_only(node, &Op::Release(*r));
         Ok(())
     }
 
     fn fsync(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
-        self.fsync_op(ctx, Opcode::FSYNC, node, fh, datasync)
+        self.done(ctx, node, &Op::Fsync { fh, datasync })
     }
 
     fn opendir(&self, ctx: &Ctx, node: NodeId, o: &Open) -> FsResult<Opened> {
-        let a = abi::OpenIn {
-            flags: o.flags as u32,
-            open_flags: 0,
+        let o = Open {
+            kill_suidgid: false,
+            ..*o
         };
-        let b = self.call(ctx, Opcode::OPENDIR, node.0, &[a.as_bytes()])?;
-        Ok(opened_from(&fixed(&b)?))
+        self.opened(ctx, node, &Op::Opendir(o))
     }
 
     fn readdir(&self, ctx: &Ctx, node: NodeId, r: &Read, out: &mut DirEntries) -> FsResult<()> {
         let size = r.size.min(out.remaining() as u32);
-        let a = abi::ReadIn { size, ..read_in(r) };
-        let b = self.call(ctx, Opcode::READDIR, node.0, &[a.as_bytes()])?;
-        let mut raw = &b[..];
-        while let Ok((d, rest)) = abi::Dirent::read_from_prefix(raw) {
-            let Some(n) = rest.get(..d.namelen as usize) else {
-                break;
-            };
+        let b = self.call(ctx, node, &Op::Readdir(Read { size, ..*r }), &[])?;
+        for d in dir_records(&b, false) {
             let kind = FileType::from_mode(d.typ << 12).unwrap_or(FileType::RegularFile);
-            if !out.push(d.ino, d.off, kind, OsStr::from_bytes(n)) {
+            if !out.push(d.ino, d.next_offset, kind, d.name) {
                 break;
             }
-            let step = (24 + d.namelen as usize).next_multiple_of(8);
-            raw = raw.get(step..).unwrap_or_default();
         }
         Ok(())
     }
 
+    /// Not waited for, as `release`.
     fn releasedir(&self, _ctx: &Ctx, node: NodeId, r: &Release) -> FsResult<()> {
-        self.release_op(Opcode(opcode::RELEASEDIR_QUIET), node, r);
+        self.send_only(node, &Op::Releasedir(*r));
         Ok(())
     }
 
     fn fsyncdir(&self, ctx: &Ctx, node: NodeId, fh: FileHandle, datasync: bool) -> FsResult<()> {
-        self.fsync_op(ctx, Opcode::FSYNCDIR, node, fh, datasync)
+        self.done(ctx, node, &Op::Fsyncdir { fh, datasync })
     }
 
     fn statfs(&self, ctx: &Ctx, node: NodeId) -> FsResult<Statfs> {
-        let b = self.call(ctx, Opcode::STATFS, node.0, &[])?;
+        let b = self.call(ctx, node, &Op::Statfs, &[])?;
         Ok(Statfs::from(&fixed::<abi::StatfsOut>(&b)?.st))
     }
 
     fn setxattr(&self, ctx: &Ctx, node: NodeId, s: &Setxattr) -> FsResult<()> {
-        // The compat layout (size, flags): the server parses without
-        // setxattr_ext, as for a kernel that did not negotiate it.
-        let a = abi::GetxattrIn {
-            size: s.value.len() as u32,
-            padding: s.flags as u32,
-        };
-        self.done(
-            ctx,
-            Opcode::SETXATTR,
-            node,
-            &[a.as_bytes(), &name(s.name), s.value],
-        )
+        self.done(ctx, node, &Op::Setxattr(*s))
     }
 
-    fn getxattr(&self, ctx: &Ctx, node: NodeId, n: &OsStr, out: &mut DataOut) -> FsResult<()> {
-        let a = abi::GetxattrIn {
+    fn getxattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr, out: &mut DataOut) -> FsResult<()> {
+        let op = Op::Getxattr {
+            name,
             size: XATTR_MAX,
-            padding: 0,
         };
-        let b = self.call(ctx, Opcode::GETXATTR, node.0, &[a.as_bytes(), &name(n)])?;
-        out.extend_from_slice(&b);
-        Ok(())
+        self.data(ctx, node, &op, out)
     }
 
     fn listxattr(&self, ctx: &Ctx, node: NodeId, out: &mut DataOut) -> FsResult<()> {
-        let a = abi::GetxattrIn {
-            size: XATTR_MAX,
-            padding: 0,
-        };
-        let b = self.call(ctx, Opcode::LISTXATTR, node.0, &[a.as_bytes()])?;
-        out.extend_from_slice(&b);
-        Ok(())
+        self.data(ctx, node, &Op::Listxattr { size: XATTR_MAX }, out)
     }
 
-    fn removexattr(&self, ctx: &Ctx, node: NodeId, n: &OsStr) -> FsResult<()> {
-        self.done(ctx, Opcode::REMOVEXATTR, node, &[&name(n)])
+    fn removexattr(&self, ctx: &Ctx, node: NodeId, name: &OsStr) -> FsResult<()> {
+        self.done(ctx, node, &Op::Removexattr { name })
     }
 
     fn access(&self, ctx: &Ctx, node: NodeId, mask: i32) -> FsResult<()> {
-        let a = abi::AccessIn {
-            mask: mask as u32,
-            padding: 0,
-        };
-        self.done(ctx, Opcode::ACCESS, node, &[a.as_bytes()])
+        self.done(ctx, node, &Op::Access { mask })
     }
 
     fn create(
         &self,
         ctx: &Ctx,
         parent: NodeId,
-        n: &OsStr,
+        name: &OsStr,
         c: &Create,
     ) -> FsResult<(Entry, Opened)> {
-        let a = abi::CreateIn {
-            flags: c.flags as u32,
-            mode: c.mode,
-            umask: c.umask,
-            open_flags: if c.kill_suidgid {
-                flags::open_in::KILL_SUIDGID
-            } else {
-                0
-            },
-        };
-        let b = self.call(ctx, Opcode::CREATE, parent.0, &[a.as_bytes(), &name(n)])?;
+        let b = self.call(ctx, parent, &Op::Create { name, args: *c }, &[])?;
         let e = fixed::<abi::EntryOut>(&b)?;
         let o = fixed::<abi::OpenOut>(
             b.get(std::mem::size_of::<abi::EntryOut>()..)
@@ -879,24 +709,11 @@ impl Filesystem for RemoteFs {
     }
 
     fn fallocate(&self, ctx: &Ctx, node: NodeId, f: &Fallocate) -> FsResult<()> {
-        let a = abi::FallocateIn {
-            fh: f.fh.0,
-            offset: f.offset,
-            length: f.length,
-            mode: f.mode as u32,
-            padding: 0,
-        };
-        self.done(ctx, Opcode::FALLOCATE, node, &[a.as_bytes()])
+        self.done(ctx, node, &Op::Fallocate(*f))
     }
 
     fn lseek(&self, ctx: &Ctx, node: NodeId, l: &Lseek) -> FsResult<u64> {
-        let a = abi::LseekIn {
-            fh: l.fh.0,
-            offset: l.offset,
-            whence: l.whence as u32,
-            padding: 0,
-        };
-        let b = self.call(ctx, Opcode::LSEEK, node.0, &[a.as_bytes()])?;
+        let b = self.call(ctx, node, &Op::Lseek(*l), &[])?;
         Ok(fixed::<abi::LseekOut>(&b)?.offset)
     }
 }

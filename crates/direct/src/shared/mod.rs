@@ -11,9 +11,13 @@
 //! socket pair and passing one end through the door with a hello naming
 //! who it is; the server serves that connection on a thread of its own.
 //! On a connection, requests and replies are the FUSE protocol's own
-//! messages (`fuse_in_header` + arguments, `fuse_out_header` + body), and
-//! the server answers them with the same `Dispatcher` that serves
-//! /dev/fuse: one protocol, one dispatcher, a third transport.
+//! messages (`fuse_in_header` + arguments, `fuse_out_header` + body),
+//! written by the core's request encoder (`protocol::encode`), and the
+//! server answers them with the same `Dispatcher` that serves /dev/fuse:
+//! one protocol, one dispatcher, a third transport. What the run adds
+//! travels as extension records ([`extension`]) or as requests of its own
+//! ([`opcode`]); RELEASE and RELEASEDIR are never answered (as FORGET:
+//! the caller does not wait, as the kernel does not wait for a release).
 //!
 //! What the kernel does for a FUSE mount the server does for the run:
 //! count node references and open handles per process (a *slot*), copy a
@@ -43,22 +47,25 @@ pub(crate) mod opcode {
     /// The fork is done: the slot id (u64) and the child's process id
     /// (u32; 0 when the fork failed).
     pub const FORK_DONE: u32 = 0x7ffe_0002;
-    /// A WRITE at the file's end, wherever that is when it is applied
-    /// (O_APPEND): the server finds the size and writes under one lock
-    /// per node, as the kernel does under the inode's lock. Answered with
-    /// `fuse_write_out` and the offset written at (u64).
-    pub const APPEND: u32 = 0x7ffe_0003;
-    /// RELEASE and RELEASEDIR answered with nothing, as FORGET is: the
-    /// caller does not wait (the kernel does not wait for a release
-    /// either), and later requests on the connection come after it.
-    pub const RELEASE_QUIET: u32 = 0x7ffe_0004;
-    pub const RELEASEDIR_QUIET: u32 = 0x7ffe_0005;
     /// The filesystem's own figures (`Filesystem::counters`), answered as
     /// JSON: what `--stats` prints of the run's one instance.
     pub const COUNTERS: u32 = 0x7ffe_0006;
     /// `Filesystem::drop_cached_data` of the node (posix_fadvise
     /// DONTNEED in a process of the run); answered with nothing.
     pub const DROP_CACHED_DATA: u32 = 0x7ffe_0007;
+}
+
+/// Extension records (`fuse_ext_header` types, above the kernel's) that
+/// the run's processes add to FUSE requests.
+pub(crate) mod extension {
+    /// The CPU the asking thread runs on (u64): the server's thread moves
+    /// there, so the answer wakes the caller on its own CPU.
+    pub const CPU: u32 = 0x7ffe_0101;
+    /// On a WRITE: write at the file's end, wherever that is when it is
+    /// applied (O_APPEND). The server finds the size and writes under one
+    /// lock per node, as the kernel does under the inode's lock; the
+    /// answer is `fuse_write_out` and the offset written at (u64).
+    pub const APPEND: u32 = 0x7ffe_0102;
 }
 
 /// What a new connection's hello says (one door message, with the

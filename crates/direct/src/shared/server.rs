@@ -14,19 +14,28 @@ use fusebox::abi::{self, Opcode};
 use fusebox::dispatch::{Dispatcher, Worker};
 use fusebox::fs::ops::{Ctx, Release};
 use fusebox::fs::Filesystem;
+use fusebox::protocol::encode::{encode_request, extensions, RequestHead};
 use fusebox::protocol::opcodes::{facts, References};
-use fusebox::protocol::{parse_contiguous, DataOut, Notifier, ParseConfig, ReplySink};
+use fusebox::protocol::ops::Write;
+use fusebox::protocol::references::{Change, ReferenceBook};
+use fusebox::protocol::{
+    parse_contiguous, parse_header, send_error, send_reply, Body, DataOut, Notifier, Op,
+    ParseConfig, ReplySink,
+};
 use fusebox::stats::WorkerStats;
-use fusebox::{FileHandle, NodeId};
+use fusebox::{Errno, FileHandle, NodeId};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
-use zerocopy::{FromBytes, IntoBytes};
+use rustix::thread::CpuSet;
+use zerocopy::FromBytes;
 
-use super::{opcode, Hello, READY};
+use super::{extension, opcode, Hello, READY};
 
-/// A request's header, as the kernel lays it out (`fuse_in_header`).
+/// Message headers, as the kernel lays them out (`fuse_in_header`,
+/// `fuse_out_header`).
 const IN_HEADER: usize = std::mem::size_of::<abi::InHeader>();
+const OUT_HEADER: usize = std::mem::size_of::<abi::OutHeader>();
 
 /// The largest request a client sends: a write of 1 MiB with its headers.
 pub(crate) const MAX_REQUEST: usize = (1 << 20) + 4096;
@@ -323,17 +332,15 @@ impl ReplySink for NoKernel {
 }
 
 impl Capture {
-    /// An answer of the server's own in place of the dispatcher's.
-    fn set(&self, unique: u64, error: i32, body: &[u8]) {
-        let h = abi::OutHeader {
-            len: (16 + body.len()) as u32,
-            error,
-            unique,
+    /// An answer of the server's own in place of the dispatcher's, put
+    /// on the wire as the dispatcher's are.
+    fn set(&self, unique: u64, answer: Result<&[u8], Errno>) {
+        self.0.borrow_mut().clear();
+        // Capture's send cannot fail.
+        let _ = match answer {
+            Ok(body) => send_reply(self, unique, Ok(Body::data(body))),
+            Err(e) => send_error(self, unique, e),
         };
-        let mut b = self.0.borrow_mut();
-        b.clear();
-        b.extend_from_slice(h.as_bytes());
-        b.extend_from_slice(body);
     }
 }
 
@@ -452,12 +459,14 @@ impl<F: Filesystem> Server<F> {
     fn connection(self: Arc<Self>, mut conn: UnixStream, slot: u64) {
         let dispatcher = Dispatcher::new(
             self.fs.clone(),
-            ParseConfig {
-                setxattr_ext: false,
-            },
+            ParseConfig::default(),
             Notifier::for_sink(Arc::new(NoKernel)),
             1,
-        );
+        )
+        .with_reference_book(Arc::new(SlotBook {
+            server: self.clone(),
+            slot,
+        }));
         let mut worker = Worker::new(
             DataOut::with_capacity(MAX_REQUEST),
             Arc::new(WorkerStats::new("direct-server")),
@@ -465,13 +474,13 @@ impl<F: Filesystem> Server<F> {
         );
         let capture = Capture::default();
         let mut buf = Vec::with_capacity(MAX_REQUEST);
-        let mut on_cpu = 0;
+        let mut on_cpu = None;
         loop {
             buf.resize(IN_HEADER, 0);
             if conn.read_exact(&mut buf).is_err() {
                 return;
             }
-            let Ok((h, _)) = abi::InHeader::read_from_prefix(&buf[..]) else {
+            let Ok(h) = parse_header(&buf) else {
                 return;
             };
             let len = h.len as usize;
@@ -486,79 +495,31 @@ impl<F: Filesystem> Server<F> {
             if conn.read_exact(&mut buf[IN_HEADER..]).is_err() {
                 return;
             }
-            if h.padding != on_cpu
-                && h.padding != 0
-                && (h.padding as usize) <= rustix::thread::CpuSet::MAX_CPU
-            {
-                // Serve on the caller's CPU: the reply then wakes it there.
-                on_cpu = h.padding;
-                let mut cpus = rustix::thread::CpuSet::new();
-                cpus.set(on_cpu as usize - 1);
-                let _ = rustix::thread::sched_setaffinity(None, &cpus);
-            }
-            let args = &buf[IN_HEADER..];
-            // What a request does to the books is the opcode table's word,
-            // as for the recovery ledger; its arguments are the parser's.
-            let references = facts(Opcode(h.opcode)).references;
-            let release = match (h.opcode, references) {
-                (opcode::RELEASE_QUIET, _) => Some((false, true)),
-                (opcode::RELEASEDIR_QUIET, _) => Some((true, true)),
-                (_, References::Release) => Some((false, false)),
-                (_, References::ReleaseDir) => Some((true, false)),
-                _ => None,
-            };
-            if let References::Forget | References::BatchForget = references {
-                match parse_contiguous(&buf, ParseConfig::default()) {
-                    Ok(req) => {
-                        if let Some(n) = req.op.forget_count() {
-                            self.forget(slot, h.nodeid, n);
-                        }
-                        for (node, n) in req.op.forgotten().iter().flat_map(|l| l.iter()) {
-                            self.forget(slot, node.0, n);
+            let mut append = false;
+            for e in extensions(&buf) {
+                match e.typ {
+                    extension::CPU => {
+                        let cpu = e.data.try_into().map(u64::from_ne_bytes).ok();
+                        if cpu != on_cpu {
+                            // Serve on the caller's CPU: the reply then
+                            // wakes it there.
+                            on_cpu = cpu;
+                            if let Some(cpu) = cpu.filter(|&c| c < CpuSet::MAX_CPU as u64) {
+                                let mut cpus = CpuSet::new();
+                                cpus.set(cpu as usize);
+                                let _ = rustix::thread::sched_setaffinity(None, &cpus);
+                            }
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "direct-mode server: a malformed forget"),
+                    extension::APPEND => append = true,
+                    _ => {}
                 }
-                continue;
             }
-            if let Some((dir, quiet)) = release {
-                // As the kernel would send it: the quiet forms are this
-                // run's own, the arguments RELEASE's.
-                let real = abi::InHeader {
-                    opcode: if dir {
-                        Opcode::RELEASEDIR.0
-                    } else {
-                        Opcode::RELEASE.0
-                    },
-                    ..h
-                };
-                buf[..IN_HEADER].copy_from_slice(real.as_bytes());
-                let fh = parse_contiguous(&buf, ParseConfig::default())
-                    .ok()
-                    .and_then(|req| req.op.released());
-                let last = match fh {
-                    Some(fh) => self.books().closing(slot, fh.0, dir),
-                    None => !quiet,
-                };
-                if last {
-                    self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot);
-                } else {
-                    // Another process still holds it open.
-                    capture.set(h.unique, 0, &[]);
-                }
-                if quiet {
-                    // Nobody waits for its answer.
-                    continue;
-                }
-                if conn.write_all(&capture.0.borrow()).is_err() {
-                    return;
-                }
-                continue;
-            }
+            let args = &buf[IN_HEADER..];
             match h.opcode {
                 opcode::FORK_PREPARE => {
                     let child = self.books().fork_copy(slot);
-                    capture.set(h.unique, 0, &child.to_ne_bytes());
+                    capture.set(h.unique, Ok(&child.to_ne_bytes()));
                 }
                 opcode::FORK_DONE => {
                     if let (Some(s), Some(p)) = (args.get(..8), args.get(8..12)) {
@@ -566,18 +527,51 @@ impl<F: Filesystem> Server<F> {
                         let pid = u32::from_ne_bytes(p.try_into().unwrap_or_default());
                         self.fork_done(child, pid);
                     }
-                    capture.set(h.unique, 0, &[]);
+                    capture.set(h.unique, Ok(&[]));
                 }
-                opcode::APPEND => self.append(&dispatcher, &mut worker, &capture, &mut buf, slot),
                 opcode::DROP_CACHED_DATA => {
                     self.fs.drop_cached_data(NodeId(h.nodeid));
-                    capture.set(h.unique, 0, &[]);
+                    capture.set(h.unique, Ok(&[]));
                 }
                 opcode::COUNTERS => {
                     let json = serde_json::to_vec(&self.fs.counters()).unwrap_or_default();
-                    capture.set(h.unique, 0, &json);
+                    capture.set(h.unique, Ok(&json));
                 }
-                _ => self.dispatch(&dispatcher, &mut worker, &capture, &buf, slot),
+                // What a request takes back is the opcode table's word and
+                // its arguments the parser's, as for the recovery ledger;
+                // neither is answered.
+                op => match facts(Opcode(op)).references {
+                    References::Forget | References::BatchForget => {
+                        match parse_contiguous(&buf, ParseConfig::default()) {
+                            Ok(req) => {
+                                if let Some(n) = req.op.forget_count() {
+                                    self.forget(slot, h.nodeid, n);
+                                }
+                                for (node, n) in req.op.forgotten().iter().flat_map(|l| l.iter()) {
+                                    self.forget(slot, node.0, n);
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "direct-mode server: a malformed forget")
+                            }
+                        }
+                        continue;
+                    }
+                    r @ (References::Release | References::ReleaseDir) => {
+                        let fh = parse_contiguous(&buf, ParseConfig::default())
+                            .ok()
+                            .and_then(|req| req.op.released());
+                        let dir = r == References::ReleaseDir;
+                        // Only the last holder's release reaches the
+                        // filesystem.
+                        if fh.is_some_and(|fh| self.books().closing(slot, fh.0, dir)) {
+                            self.dispatch(&dispatcher, &mut worker, &capture, &buf);
+                        }
+                        continue;
+                    }
+                    _ if append => self.append(&dispatcher, &mut worker, &capture, &buf),
+                    _ => self.dispatch(&dispatcher, &mut worker, &capture, &buf),
+                },
             }
             if conn.write_all(&capture.0.borrow()).is_err() {
                 return;
@@ -603,49 +597,61 @@ impl<F: Filesystem> Server<F> {
         }
     }
 
-    /// An APPEND: the node's size, then a WRITE there, under the node's
-    /// append lock; the answer carries the offset.
+    /// A WRITE with the APPEND extension: the node's size, then the WRITE
+    /// there, under the node's append lock; the answer carries the offset.
     fn append(
         &self,
         dispatcher: &Dispatcher<F>,
         worker: &mut Worker,
         capture: &Capture,
-        request: &mut [u8],
-        slot: u64,
+        request: &[u8],
     ) {
-        let Ok((mut h, _)) = abi::InHeader::read_from_prefix(&request[..]) else {
-            return;
+        let Ok(req) = parse_contiguous(request, ParseConfig::default()) else {
+            return self.dispatch(dispatcher, worker, capture, request);
         };
-        let Ok((mut w, _)) = abi::WriteIn::read_from_prefix(&request[IN_HEADER..]) else {
-            return capture.set(h.unique, -libc::EINVAL, &[]);
+        let (head, unique) = (
+            RequestHead {
+                unique: req.unique(),
+                node: req.node(),
+                uid: req.header.uid,
+                gid: req.header.gid,
+                pid: req.header.pid,
+            },
+            req.unique(),
+        );
+        let Op::Write(w) = req.op else {
+            return capture.set(unique, Err(Errno::EINVAL));
         };
+        let node = head.node;
         let lock = {
             let mut a = self
                 .appending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            a.entry(h.nodeid).or_default().clone()
+            a.entry(node.0).or_default().clone()
         };
         {
             let _one_at_a_time = lock.lock().unwrap_or_else(PoisonError::into_inner);
             let ctx = Ctx::internal();
-            match self
-                .fs
-                .getattr(&ctx, NodeId(h.nodeid), Some(FileHandle(w.fh)))
-            {
-                Err(e) => capture.set(h.unique, -e.0, &[]),
+            match self.fs.getattr(&ctx, node, Some(w.fh)) {
+                Err(e) => capture.set(unique, Err(e)),
                 Ok(a) => {
-                    w.offset = a.attr.size;
-                    h.opcode = Opcode::WRITE.0;
-                    request[..IN_HEADER].copy_from_slice(h.as_bytes());
-                    let size = std::mem::size_of::<abi::WriteIn>();
-                    request[IN_HEADER..IN_HEADER + size].copy_from_slice(w.as_bytes());
-                    self.dispatch(dispatcher, worker, capture, request, slot);
-                    let mut out = capture.0.borrow_mut();
-                    if abi::OutHeader::read_from_prefix(&out[..]).is_ok_and(|(o, _)| o.error == 0) {
-                        out.extend_from_slice(&w.offset.to_ne_bytes());
-                        let len = out.len() as u32;
-                        out[..4].copy_from_slice(&len.to_ne_bytes());
+                    let at = a.attr.size;
+                    let write = Op::Write(Write { offset: at, ..w });
+                    let mut at_end = Vec::with_capacity(request.len());
+                    match encode_request(&head, &write, ParseConfig::default(), &[], &mut at_end) {
+                        Err(_) => capture.set(unique, Err(Errno::EIO)),
+                        Ok(()) => {
+                            self.dispatch(dispatcher, worker, capture, &at_end);
+                            let mut out = capture.0.borrow_mut();
+                            if abi::OutHeader::read_from_prefix(&out[..])
+                                .is_ok_and(|(o, _)| o.error == 0)
+                            {
+                                out.extend_from_slice(&at.to_ne_bytes());
+                                let len = out.len() as u32;
+                                out[..4].copy_from_slice(&len.to_ne_bytes());
+                            }
+                        }
                     }
                 }
             }
@@ -656,74 +662,65 @@ impl<F: Filesystem> Server<F> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if Arc::strong_count(&lock) == 2 {
-            a.remove(&h.nodeid);
+            a.remove(&node.0);
         }
     }
 
-    /// Answer one request with the dispatcher, and count what its answer
-    /// hands the process.
+    /// Answer one request with the dispatcher (which tells the
+    /// connection's [`SlotBook`] what the answer hands the process).
     fn dispatch(
         &self,
         dispatcher: &Dispatcher<F>,
         worker: &mut Worker,
         capture: &Capture,
         request: &[u8],
-        slot: u64,
     ) {
         capture.0.borrow_mut().clear();
         dispatcher.dispatch_contiguous(request, worker, capture);
-        let Ok((h, _)) = abi::InHeader::read_from_prefix(request) else {
-            return;
-        };
-        let out = capture.0.borrow();
-        let Ok((o, body)) = abi::OutHeader::read_from_prefix(&out[..]) else {
+        if capture.0.borrow().len() < OUT_HEADER {
             // No answer came (it should have): the caller must not wait.
-            drop(out);
-            return capture.set(h.unique, -libc::EIO, &[]);
-        };
-        if o.error != 0 {
-            return;
+            if let Ok((h, _)) = abi::InHeader::read_from_prefix(request) {
+                capture.set(h.unique, Err(Errno::EIO));
+            }
         }
-        let entry = || abi::EntryOut::read_from_prefix(body).ok().map(|(e, _)| e);
-        let mut b = self.books();
-        let references = facts(Opcode(h.opcode)).references;
-        match references {
-            References::Entry => {
-                if let Some(e) = entry().filter(|e| e.nodeid != 0) {
-                    if !b.took_node(slot, e.nodeid) {
-                        drop(b);
-                        self.fs.forget(NodeId(e.nodeid), 1);
-                    }
-                }
+    }
+
+    /// `slot` took one more reference to `node`, or gives it back at once
+    /// if the slot is gone (its process exited while the answer was made).
+    fn took_node(&self, slot: u64, node: u64) {
+        if !self.books().took_node(slot, node) {
+            self.fs.forget(NodeId(node), 1);
+        }
+    }
+
+    /// `slot` opened `fh` on `node`; released at once if the slot is gone.
+    fn opened(&self, slot: u64, fh: u64, dir: bool, node: u64) {
+        if !self.books().opened(slot, fh, dir, node) {
+            self.give_back(Released {
+                handles: vec![(fh, dir, node)],
+                forgets: Vec::new(),
+            });
+        }
+    }
+}
+
+/// One connection's account of what answers hand its process, as the
+/// dispatcher reports it (the recovery ledger is told the same way).
+/// Forgets and releases are not counted here: the connection counts them
+/// before the filesystem hears of them, and passes on only a last one.
+struct SlotBook<F> {
+    server: Arc<Server<F>>,
+    slot: u64,
+}
+
+impl<F: Filesystem> ReferenceBook for SlotBook<F> {
+    fn change(&self, change: Change) {
+        match change {
+            Change::LookedUp { node } => self.server.took_node(self.slot, node.0),
+            Change::Opened { fh, node, dir, .. } => {
+                self.server.opened(self.slot, fh.0, dir, node.0)
             }
-            References::Create => {
-                let size = std::mem::size_of::<abi::EntryOut>();
-                let opened = body
-                    .get(size..)
-                    .and_then(|r| abi::OpenOut::read_from_prefix(r).ok());
-                if let (Some(e), Some((o, _))) = (entry(), opened) {
-                    if !(b.took_node(slot, e.nodeid) && b.opened(slot, o.fh, false, e.nodeid)) {
-                        drop(b);
-                        self.give_back(Released {
-                            handles: vec![(o.fh, false, e.nodeid)],
-                            forgets: vec![(e.nodeid, 1)],
-                        });
-                    }
-                }
-            }
-            References::Open | References::OpenDir => {
-                if let Ok((o, _)) = abi::OpenOut::read_from_prefix(body) {
-                    let dir = references == References::OpenDir;
-                    if !b.opened(slot, o.fh, dir, h.nodeid) {
-                        drop(b);
-                        self.give_back(Released {
-                            handles: vec![(o.fh, dir, h.nodeid)],
-                            forgets: Vec::new(),
-                        });
-                    }
-                }
-            }
-            _ => {}
+            Change::Forgot { .. } | Change::Released { .. } => {}
         }
     }
 }

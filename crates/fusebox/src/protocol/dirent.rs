@@ -45,7 +45,7 @@ impl<'a, 'b> DirEntries<'a, 'b> {
     /// Bytes an entry named `name` takes, padding included, in a READDIR
     /// (`plus` false) or READDIRPLUS answer.
     pub fn record_len(plus: bool, name: &OsStr) -> usize {
-        padded(if plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + name.len())
+        record_len(plus, name.len())
     }
 
     /// Bytes left for records.
@@ -103,9 +103,91 @@ impl<'a, 'b> DirEntries<'a, 'b> {
     }
 }
 
+/// One record of a READDIR or READDIRPLUS answer, as [`DirEntries`]
+/// wrote it.
+#[derive(Clone, Copy, Debug)]
+pub struct DirRecord<'a> {
+    /// READDIRPLUS's lookup answer (node 0: none counted).
+    pub entry: Option<abi::EntryOut>,
+    /// The inode number.
+    pub ino: u64,
+    /// The offset of the next record, to continue from.
+    pub next_offset: u64,
+    /// The file type in dirent form (`DT_*`, the mode's type bits >> 12).
+    pub typ: u32,
+    /// The name.
+    pub name: &'a OsStr,
+}
+
+/// The records of a READDIR (`plus` false) or READDIRPLUS answer's data,
+/// in order; a record cut short ends the list.
+pub fn dir_records(mut data: &[u8], plus: bool) -> impl Iterator<Item = DirRecord<'_>> {
+    use zerocopy::FromBytes;
+    std::iter::from_fn(move || {
+        let mut rest = data;
+        let entry = if plus {
+            let (e, r) = abi::EntryOut::read_from_prefix(rest).ok()?;
+            rest = r;
+            Some(e)
+        } else {
+            None
+        };
+        let (d, r) = abi::Dirent::read_from_prefix(rest).ok()?;
+        let name = r.get(..d.namelen as usize)?;
+        let len = record_len(plus, d.namelen as usize);
+        data = data.get(len..).unwrap_or_default();
+        Some(DirRecord {
+            entry,
+            ino: d.ino,
+            next_offset: d.off,
+            typ: d.typ,
+            name: OsStr::from_bytes(name),
+        })
+    })
+}
+
+fn record_len(plus: bool, namelen: usize) -> usize {
+    padded(if plus { ENTRY_OUT_LEN } else { 0 } + DIRENT_LEN + namelen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_read_back_as_written() {
+        for plus in [false, true] {
+            let mut out = DataOut::with_capacity(4096);
+            out.reset(4096);
+            let mut d = DirEntries::new(&mut out, plus);
+            assert!(d.push(5, 1, FileType::RegularFile, OsStr::new("a")));
+            assert!(d.push(6, 2, FileType::Directory, OsStr::new("eight ch")));
+            assert!(d.push(7, 3, FileType::Symlink, OsStr::new("")));
+            let got: Vec<_> = dir_records(out.as_slice(), plus)
+                .map(|r| {
+                    (
+                        r.ino,
+                        r.next_offset,
+                        r.typ,
+                        r.name.to_owned(),
+                        r.entry.is_some(),
+                    )
+                })
+                .collect();
+            let dt = |k: FileType| k.dirent_type();
+            assert_eq!(
+                got,
+                vec![
+                    (5, 1, dt(FileType::RegularFile), "a".into(), plus),
+                    (6, 2, dt(FileType::Directory), "eight ch".into(), plus),
+                    (7, 3, dt(FileType::Symlink), "".into(), plus),
+                ]
+            );
+            // Cut short: the whole records before the cut only.
+            let cut = out.len() - 1;
+            assert_eq!(dir_records(&out.as_slice()[..cut], plus).count(), 2);
+        }
+    }
 
     #[test]
     fn dirent_records_are_padded_and_bounded() {

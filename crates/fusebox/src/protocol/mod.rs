@@ -3,15 +3,17 @@
 //! it bytes and give it a [`ReplySink`].
 
 mod dirent;
+pub mod encode;
 pub mod init;
 mod notify;
 pub mod opcodes;
 pub mod ops;
 pub(crate) mod outcome;
 mod parse;
+pub mod references;
 pub mod reply;
 
-pub use dirent::DirEntries;
+pub use dirent::{dir_records, DirEntries, DirRecord};
 pub use init::{Connection, InitConfig};
 pub use notify::{BackingId, Notifier};
 pub use outcome::ReplyData;

@@ -18,7 +18,7 @@ use dashmap::DashMap;
 use super::state::{HandleRecord, StateFile, MAX_KEY};
 pub use crate::fs::recoverable::KeyChanges;
 use crate::fs::recoverable::Rekey;
-use crate::protocol::opcodes::{OpFacts, References};
+use crate::protocol::references::{Change, ReferenceBook};
 use crate::types::NodeId;
 
 type KeyFn = dyn Fn(NodeId) -> Option<Vec<u8>> + Send + Sync;
@@ -334,115 +334,27 @@ impl Ledger {
     }
 }
 
-/// What a request may change in the ledger, taken from it before the
-/// filesystem is called (the call consumes the request).
-pub(crate) enum Note<'a> {
-    Nothing,
-    /// Any reply with an entry (LOOKUP, MKNOD, MKDIR, SYMLINK, LINK).
-    Entry,
-    Open {
-        flags: i32,
-        dir: bool,
-    },
-    Create {
-        flags: i32,
-    },
-    Release {
-        fh: u64,
-    },
-    Forget {
-        nlookup: u64,
-    },
-    BatchForget(crate::protocol::BatchForgetList<'a>),
-    Readdirplus,
-}
-
-impl<'a> Note<'a> {
-    pub(crate) fn of(facts: &OpFacts, op: &crate::protocol::Op<'a>) -> Note<'a> {
-        let note = match facts.references {
-            References::None => None,
-            References::Entry => Some(Note::Entry),
-            References::Open => op
-                .open_flags()
-                .map(|flags| Note::Open { flags, dir: false }),
-            References::OpenDir => op.open_flags().map(|flags| Note::Open { flags, dir: true }),
-            References::Create => op.open_flags().map(|flags| Note::Create { flags }),
-            References::Release | References::ReleaseDir => {
-                op.released().map(|fh| Note::Release { fh: fh.0 })
-            }
-            References::Forget => op.forget_count().map(|nlookup| Note::Forget { nlookup }),
-            References::BatchForget => op.forgotten().map(Note::BatchForget),
-            References::ReaddirPlus => Some(Note::Readdirplus),
-        };
-        note.unwrap_or(Note::Nothing)
-    }
-}
-
-impl Ledger {
-    /// Record what a request's outcome hands to or takes from the kernel.
-    /// `data` is the reply data (READDIRPLUS entries carry references).
-    pub(crate) fn record(
-        &self,
-        note: Note<'_>,
-        node: NodeId,
-        outcome: Result<&crate::protocol::outcome::Outcome, crate::Errno>,
-        data: &[u8],
-    ) {
-        use crate::protocol::outcome::Outcome;
-        match (note, outcome) {
-            (Note::Nothing, _) => {}
-            (Note::Release { fh }, _) => self.released(fh),
-            (Note::Forget { nlookup }, _) => self.forgot(node.0, nlookup),
-            (Note::BatchForget(nodes), _) => {
-                for (node, n) in nodes.iter() {
-                    self.forgot(node.0, n);
-                }
-            }
-            (Note::Entry, Ok(Outcome::Entry(e))) => self.looked_up(e.nodeid),
-            (Note::Open { flags, dir }, Ok(Outcome::Open(o))) => self.opened(HandleRecord {
-                fh: o.fh,
+impl ReferenceBook for Ledger {
+    fn change(&self, change: Change) {
+        match change {
+            Change::LookedUp { node } => self.looked_up(node.0),
+            Change::Forgot { node, count } => self.forgot(node.0, count),
+            Change::Opened {
+                fh,
+                node,
+                flags,
+                backing_id,
+                dir,
+            } => self.opened(HandleRecord {
+                fh: fh.0,
                 node: node.0,
-                flags: flags as u32,
-                backing_id: o.backing_id,
+                flags,
+                backing_id,
                 dir,
             }),
-            (Note::Create { flags }, Ok(Outcome::Create(e, o))) => {
-                self.looked_up(e.nodeid);
-                self.opened(HandleRecord {
-                    fh: o.fh,
-                    node: e.nodeid,
-                    flags: flags as u32,
-                    backing_id: o.backing_id,
-                    dir: false,
-                });
-            }
-            (Note::Readdirplus, Ok(Outcome::Data)) => {
-                for n in direntplus_nodes(data) {
-                    self.looked_up(n);
-                }
-            }
-            _ => {}
+            Change::Released { fh, .. } => self.released(fh.0),
         }
     }
-}
-
-/// Node ids in a READDIRPLUS reply: each record is a `fuse_entry_out`, a
-/// `fuse_dirent` and the name padded to 8 bytes. The kernel takes no
-/// reference for "." and ".." (`fuse_direntplus_link`) nor for node 0.
-fn direntplus_nodes(mut data: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    use zerocopy::FromBytes;
-    std::iter::from_fn(move || loop {
-        let (e, rest) = fusebox_abi::EntryOut::read_from_prefix(data).ok()?;
-        let (d, _) = fusebox_abi::Dirent::read_from_prefix(rest).ok()?;
-        let name_at = std::mem::size_of::<fusebox_abi::EntryOut>()
-            + std::mem::size_of::<fusebox_abi::Dirent>();
-        let name = data.get(name_at..name_at + d.namelen as usize)?;
-        let len = (name_at + d.namelen as usize).next_multiple_of(8);
-        data = data.get(len..).unwrap_or(&[]);
-        if e.nodeid != 0 && name != b"." && name != b".." {
-            return Some(e.nodeid);
-        }
-    })
 }
 
 #[cfg(test)]
@@ -574,34 +486,5 @@ mod tests {
         let r = reopen(&state).restore();
         assert_eq!(r.nodes.len(), 2);
         assert_eq!(r.handles.len(), 1);
-    }
-
-    #[test]
-    fn readdirplus_entries_count_except_dot_and_dotdot() {
-        use zerocopy::IntoBytes;
-        let mut buf = Vec::new();
-        for (node, name) in [
-            (1u64, "."),
-            (1, ".."),
-            (42, "file"),
-            (0, "skipped"),
-            (43, "x"),
-        ] {
-            let e = fusebox_abi::EntryOut {
-                nodeid: node,
-                ..Default::default()
-            };
-            let d = fusebox_abi::Dirent {
-                ino: node,
-                off: 0,
-                namelen: name.len() as u32,
-                typ: 0,
-            };
-            buf.extend_from_slice(e.as_bytes());
-            buf.extend_from_slice(d.as_bytes());
-            buf.extend_from_slice(name.as_bytes());
-            buf.resize(buf.len().next_multiple_of(8), 0);
-        }
-        assert_eq!(direntplus_nodes(&buf).collect::<Vec<_>>(), vec![42, 43]);
     }
 }
