@@ -15,8 +15,8 @@
 //! written by the core's request encoder (`protocol::encode`), and the
 //! server answers them with the same `Dispatcher` that serves /dev/fuse:
 //! one protocol, one dispatcher, a third transport. What the run adds
-//! travels as extension records ([`extension`]) or as requests of its own
-//! ([`opcode`]); RELEASE and RELEASEDIR are never answered (as FORGET:
+//! travels as extension records (`extension` below) or as requests of its own
+//! (`opcode`); RELEASE and RELEASEDIR are never answered (as FORGET:
 //! the caller does not wait, as the kernel does not wait for a release).
 //!
 //! What the kernel does for a FUSE mount the server does for the run:
