@@ -1,15 +1,18 @@
 //! One /dev/fuse descriptor: a request read from it, a reply written to it,
 //! and the one rule for what its errors mean.
 //!
-//! Every reader of the device (the classic workers, the INIT handshake, an
-//! event-loop session, the supervisor failing what a dead server left) and
-//! the io_uring completions read the kernel's errors through
+//! Every reader of the device reads through [`read_request`], and those
+//! that loop (the classic workers, the INIT handshake, the supervisor
+//! failing what a dead server left) through the one [`read_loop`]; an
+//! event-loop session reads one request at a time for its caller's loop.
+//! They and the io_uring completions read the kernel's errors through
 //! [`DeviceErrno::of`], so an unmount, an abort and an interrupted request
 //! mean the same thing on every path. One exception, the io_uring
 //! transport's: ENOENT on a ring's completion means the kernel has no
 //! request for the committed id, and that entry is reported as refused.
 
 use std::io::{self, IoSlice};
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// One /dev/fuse fd as a reply sink: a reply is one `writev`.
@@ -57,6 +60,17 @@ pub enum WorkerExit {
     Unmounted,
     /// The connection was aborted through fusectl (ECONNABORTED).
     Aborted,
+}
+
+impl WorkerExit {
+    /// The errno a caller that reports the end as an error reports: what
+    /// the kernel said (ENODEV, ECONNABORTED), as libfuse reports it.
+    pub fn errno(self) -> i32 {
+        match self {
+            WorkerExit::Unmounted => libc::ENODEV,
+            WorkerExit::Aborted => libc::ECONNABORTED,
+        }
+    }
 }
 
 /// What an error from the device (a `read`, or an io_uring completion's
@@ -127,6 +141,43 @@ pub fn read_request(device: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Receiv
     }
 }
 
+/// How a [`read_loop`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopEnd<T> {
+    /// The request handler stopped it, with this.
+    Stopped(T),
+    /// The connection is over.
+    Ended(WorkerExit),
+}
+
+/// The one loop that reads /dev/fuse: read a request into `buf` (which
+/// must hold the largest request), hand it to `each`, and go on until
+/// `each` breaks or the connection ends. `between` runs before every read
+/// (a planned upgrade parks a worker there); an interrupted read or one
+/// with nothing yet goes back to it, so a worker woken on purpose by a
+/// signal reaches its checkpoint. Every error means what
+/// [`DeviceErrno::of`] says; one that means none of the device's
+/// conditions is returned.
+pub fn read_loop<T>(
+    channel: &DevChannel,
+    buf: &mut [u8],
+    mut between: impl FnMut(),
+    mut each: impl FnMut(&[u8]) -> ControlFlow<T>,
+) -> io::Result<LoopEnd<T>> {
+    loop {
+        between();
+        match channel.read_request(buf)? {
+            Received::Request(n) => {
+                if let ControlFlow::Break(t) = each(&buf[..n]) {
+                    return Ok(LoopEnd::Stopped(t));
+                }
+            }
+            Received::WouldBlock | Received::Interrupted => {}
+            Received::Ended(why) => return Ok(LoopEnd::Ended(why)),
+        }
+    }
+}
+
 /// True once the connection behind `device` is gone (unmounted or aborted):
 /// the kernel then reports POLLERR on it.
 pub fn device_gone(device: BorrowedFd<'_>) -> bool {
@@ -158,6 +209,41 @@ mod tests {
             DeviceErrno::Ended(WorkerExit::Aborted)
         );
         assert_eq!(DeviceErrno::of(libc::EINVAL), DeviceErrno::Failed);
+    }
+
+    #[test]
+    fn the_loop_hands_each_request_on_until_told_to_stop() {
+        use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+        // A message per read, as the device gives a request per read.
+        let (r, w) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let channel = DevChannel::new(r);
+        for msg in [&b"one"[..], b"two", b"stop", b"unread"] {
+            rustix::io::write(&w, msg).unwrap();
+        }
+        let mut buf = [0u8; 16];
+        let (mut seen, mut reads) = (Vec::new(), 0);
+        let end = read_loop(
+            &channel,
+            &mut buf,
+            || reads += 1,
+            |req| {
+                seen.push(req.to_vec());
+                match req {
+                    b"stop" => ControlFlow::Break(seen.len()),
+                    _ => ControlFlow::Continue(()),
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, [&b"one"[..], b"two", b"stop"]);
+        assert_eq!(end, LoopEnd::Stopped(3));
+        assert_eq!(reads, 3);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A session owns a mount, its transport's workers and the filesystem, and
 //! unmounts when dropped.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use fusebox_abi as abi;
 use zerocopy::IntoBytes;
 
-use crate::device::{DevChannel, Received, WorkerExit};
+use crate::device::{read_loop, DevChannel, LoopEnd, WorkerExit};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
@@ -890,23 +891,23 @@ fn handshake<F: Filesystem>(
 ) -> Result<Connection, Error> {
     let channel = DevChannel::new(mount.device().try_clone()?);
     let mut buf = vec![0u8; abi::MIN_READ_BUFFER.max(64 << 10)];
-    loop {
-        let n = match channel.read_request(&mut buf[..]) {
-            Ok(Received::Request(n)) => n,
-            Ok(Received::WouldBlock | Received::Interrupted) => continue,
-            Ok(Received::Ended(why)) => {
-                return Err(Error::DeviceRead(std::io::Error::from_raw_os_error(
-                    match why {
-                        WorkerExit::Unmounted => libc::ENODEV,
-                        WorkerExit::Aborted => libc::ECONNABORTED,
-                    },
-                )))
-            }
-            Err(e) => return Err(Error::DeviceRead(e)),
-        };
-        if let Some(conn) = answer_init(&buf[..n], &channel, fs, cfg, notifier)? {
-            return Ok(conn);
-        }
+    let end = read_loop(
+        &channel,
+        &mut buf,
+        || {},
+        |request| match answer_init(request, &channel, fs, cfg, notifier) {
+            // The kernel was asked to retry with an older protocol.
+            Ok(None) => ControlFlow::Continue(()),
+            Ok(Some(conn)) => ControlFlow::Break(Ok(conn)),
+            Err(e) => ControlFlow::Break(Err(e)),
+        },
+    );
+    match end {
+        Ok(LoopEnd::Stopped(settled)) => settled,
+        Ok(LoopEnd::Ended(why)) => Err(Error::DeviceRead(std::io::Error::from_raw_os_error(
+            why.errno(),
+        ))),
+        Err(e) => Err(Error::DeviceRead(e)),
     }
 }
 

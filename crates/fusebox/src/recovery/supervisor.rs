@@ -9,6 +9,8 @@
 //! one's FUSE_NOTIFY_RESEND finds those requests still waiting.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -20,9 +22,10 @@ use std::time::{Duration, Instant};
 use super::handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
 use super::state::{Capacity, StateFile};
 use super::RecoveryError;
-use crate::device::{device_gone, DevChannel, Received};
+use crate::device::{device_gone, read_loop, DevChannel};
 use crate::mount::Mount;
 use crate::protocol::opcodes::facts;
+use crate::protocol::parse_header;
 use crate::protocol::{send_error, Notifier};
 use crate::stats::{Snapshot, StatsServer, StatsSocket};
 use crate::sys::shared_map::SharedMap;
@@ -716,21 +719,20 @@ impl Supervisor {
             tracing::warn!(error = %e, "FUSE_NOTIFY_RESEND failed");
         }
         let mut buf = vec![0u8; 1 << 20 | 4096];
-        loop {
-            match device.read_request(&mut buf) {
-                Ok(Received::Request(n)) => {
-                    if let Ok((h, _)) =
-                        <fusebox_abi::InHeader as zerocopy::FromBytes>::read_from_prefix(&buf[..n])
-                    {
-                        if facts(fusebox_abi::Opcode(h.opcode)).answered() {
-                            let _ = send_error(&device, h.unique, crate::error::Errno::EIO);
-                        }
+        // Until the connection ends (or fails: nothing more can be read).
+        let _ = read_loop(
+            &device,
+            &mut buf,
+            || {},
+            |request| {
+                if let Ok(h) = parse_header(request) {
+                    if facts(fusebox_abi::Opcode(h.opcode)).answered() {
+                        let _ = send_error(&device, h.unique, crate::error::Errno::EIO);
                     }
                 }
-                Ok(Received::WouldBlock | Received::Interrupted) => {}
-                Ok(Received::Ended(_)) | Err(_) => break,
-            }
-        }
+                ControlFlow::<Infallible>::Continue(())
+            },
+        );
         drop(stats);
         Ok(SupervisorExit::Unmounted)
     }

@@ -151,9 +151,7 @@ impl<F: Filesystem> DrivenSession<F> {
             Received::Interrupted => Err(std::io::Error::from_raw_os_error(libc::EINTR)),
             Received::Ended(WorkerExit::Unmounted) => Ok(0),
             // As libfuse reports it: -ECONNABORTED, not a clean end.
-            Received::Ended(WorkerExit::Aborted) => {
-                Err(std::io::Error::from_raw_os_error(libc::ECONNABORTED))
-            }
+            Received::Ended(why) => Err(std::io::Error::from_raw_os_error(why.errno())),
         }
     }
 

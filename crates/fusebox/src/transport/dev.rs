@@ -1,7 +1,9 @@
 //! The classic transport: worker threads reading /dev/fuse, each on its own
 //! cloned fd so the kernel hands requests to them without a shared lock.
 
+use std::convert::Infallible;
 use std::io;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use std::os::fd::AsFd;
 
 use zerocopy::FromBytes;
 
-use crate::device::Received;
+use crate::device::{read_loop, LoopEnd};
 use crate::dispatch::{Dispatcher, Worker};
 use crate::error::Error;
 use crate::fs::Filesystem;
@@ -48,31 +50,36 @@ pub fn run_worker<F: Filesystem>(
     if let Some(p) = pause {
         p.register_current();
     }
-    loop {
-        if let Some(p) = pause {
-            // A planned upgrade parks the worker here, between requests.
-            p.checkpoint();
-        }
-        match channel.read_request(&mut buf[..]) {
-            Ok(Received::Request(n)) => {
-                dispatcher.dispatch_contiguous(&buf[..n], worker, channel);
-                worker.served();
-                // Requests answered later hold memory until answered: at the
-                // session's limit, stop reading until one is.
-                dispatcher.inflight().wait_below_limit(channel.fd().as_fd());
-                if let Some(l) = linger {
-                    let forget = InHeader::read_from_prefix(&buf[..n])
-                        .is_ok_and(|(h, _)| facts(Opcode(h.opcode)).forgets());
-                    if forget && l.registered.load(Ordering::Acquire) >= l.rings {
-                        std::thread::sleep(l.wait);
-                    }
+    let end = read_loop(
+        channel,
+        &mut buf,
+        // A planned upgrade parks the worker here, between requests (an
+        // EINTR may be the pause waking this worker on purpose).
+        || {
+            if let Some(p) = pause {
+                p.checkpoint();
+            }
+        },
+        |request| {
+            dispatcher.dispatch_contiguous(request, worker, channel);
+            worker.served();
+            // Requests answered later hold memory until answered: at the
+            // session's limit, stop reading until one is.
+            dispatcher.inflight().wait_below_limit(channel.fd().as_fd());
+            if let Some(l) = linger {
+                let forget = InHeader::read_from_prefix(request)
+                    .is_ok_and(|(h, _)| facts(Opcode(h.opcode)).forgets());
+                if forget && l.registered.load(Ordering::Acquire) >= l.rings {
+                    std::thread::sleep(l.wait);
                 }
             }
-            // EINTR: perhaps the pause above, waking this worker on purpose.
-            Ok(Received::WouldBlock | Received::Interrupted) => continue,
-            Ok(Received::Ended(why)) => return Ok(why),
-            Err(e) => return Err(Error::DeviceRead(e)),
-        }
+            ControlFlow::<Infallible>::Continue(())
+        },
+    );
+    match end {
+        Ok(LoopEnd::Ended(why)) => Ok(why),
+        Ok(LoopEnd::Stopped(never)) => match never {},
+        Err(e) => Err(Error::DeviceRead(e)),
     }
 }
 
