@@ -12,34 +12,21 @@ use fusebox_abi as abi;
 use zerocopy::IntoBytes;
 
 use crate::device::{read_loop, DevChannel, LoopEnd, WorkerExit};
-use crate::dispatch::{Dispatcher, Worker};
+use crate::dispatch::Dispatcher;
 use crate::error::Error;
 use crate::fs::Filesystem;
 use crate::later::{InFlight, LaterLimits};
 use crate::mount::{Mount, Options};
 use crate::protocol::{
-    init, parse_contiguous, send_error, send_reply, Body, Connection, DataOut, Notifier,
-    ParseConfig,
+    init, parse_contiguous, send_error, send_reply, Body, Connection, Notifier, ParseConfig,
 };
 use crate::recovery::pause::PauseControl;
-use crate::recovery::server::{
-    ledger_for, obey_supervisor, recover, restore_nodes, StatsCarry, Upgrade,
-};
+use crate::recovery::server::{ledger_for, recover, restore_nodes, serve_for_supervisor, Upgrade};
 use crate::recovery::{Channel, Ledger, RecoveryError, StateFile, ToServer, ToSupervisor};
 use crate::stats::{self, Snapshot, StatsServer, WorkerStats};
-use crate::sys::uring::QueueRing;
 use crate::thread_policy;
-use crate::transport::dev;
 use crate::transport::{uring, TransportKind, UringConfig};
 use std::os::fd::OwnedFd;
-
-/// How long the /dev/fuse worker of an io_uring session waits after a
-/// FORGET before reading again (`dev::ForgetLinger`): further forgets queue
-/// up meanwhile and arrive as one BATCH_FORGET. Unlinking 15,000 files:
-/// 12,500 forget wake-ups became about 700 batches, and unlink ran ~17%
-/// faster on 2 cores. An INTERRUPT may wait this long, far below anything
-/// a user would notice.
-const FORGET_LINGER: Duration = Duration::from_micros(500);
 
 /// How a session runs, beyond the `-o` options.
 #[derive(Clone, Debug)]
@@ -65,6 +52,7 @@ pub struct SessionConfig {
 pub use crate::thread_policy::ThreadPolicy;
 
 mod driven;
+mod threads;
 pub use driven::DrivenSession;
 
 impl Default for SessionConfig {
@@ -377,51 +365,15 @@ impl<F: Filesystem> Session<F> {
             Start::Mounted(m) => (None, Some(m)),
             Start::Handoff(h) => (Some(h), None),
         };
-        let transport = cfg.transport.resolve();
-        if handoff.is_some() && transport == TransportKind::Uring {
-            return Err(RecoveryError::Handoff(
-                "a supervised (recoverable) mount serves over classic /dev/fuse: on this kernel a request held by a dead server's io_uring entry is never resent (DESIGN.md, \"Recovery\")".into(),
-            )
-            .into());
-        }
-        let mut init_cfg = opts.init.clone();
-        if transport == TransportKind::Uring {
-            // Refuse before mounting, with the reason and the fix.
-            uring::availability().map_err(Error::UringUnavailable)?;
-            init_cfg.want |= abi::flags::init::OVER_IO_URING;
-        }
-        let classic_n = match (&handoff, transport) {
-            (Some(h), _) => h.clones.len().max(1),
-            (None, TransportKind::Uring) => 1,
-            (None, _) => cfg.workers.max(1),
-        };
-        // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
-        // request to the most recently re-armed free entry of the caller's
-        // queue, so a second thread with one entry takes the second of two
-        // requests that arrive together (readahead) instead of it waiting
-        // behind the first (DESIGN.md, "Threads per queue").
-        let per_queue = cfg.uring.threads_per_queue.max(1);
-        let rings_n = if transport == TransportKind::Uring {
-            uring::possible_cpus() * per_queue
-        } else {
-            0
-        };
+        let Plan {
+            transport,
+            init_cfg,
+            classic_n,
+            per_queue,
+            rings_n,
+        } = Plan::new(&cfg, &opts.init, handoff.as_ref())?;
         let inflight = Arc::new(InFlight::new(classic_n + rings_n, cfg.later));
-        let stats: Arc<Vec<Arc<WorkerStats>>> = Arc::new(
-            (0..classic_n)
-                .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
-                .chain((0..rings_n).map(|t| {
-                    let (q, k) = (t / per_queue, t % per_queue);
-                    Arc::new(WorkerStats::new(if k == 0 {
-                        format!("uring/q{q}")
-                    } else {
-                        format!("uring/q{q}.{k}")
-                    }))
-                }))
-                // Answers given later, recorded by whichever thread answers.
-                .chain(std::iter::once(inflight.stats.clone()))
-                .collect(),
-        );
+        let stats = thread_stats(classic_n, rings_n, per_queue, &inflight);
         // The statistics endpoint is up before mount(2) makes the mount
         // visible: a script that waits for the mount can read stats at once.
         // What INIT negotiates is filled in when it is known.
@@ -436,20 +388,11 @@ impl<F: Filesystem> Session<F> {
             fs.clone(),
         ));
         let shared_socket = handoff.as_mut().and_then(|h| h.stats_socket.take());
-        let stats_server = if cfg.stats_socket {
-            let snap = snapshot.clone();
-            match shared_socket {
-                Some(l) => StatsServer::serve_shared(l, mountpoint, move || snap()),
-                None => StatsServer::start(mountpoint, move || snap()),
-            }
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work")
-                })
-                .ok()
-        } else {
-            None
-        };
-        let (mount, mut clone_fds, supervisor, prepared, saved_state, held_area) = match handoff {
+        let stats_server = cfg
+            .stats_socket
+            .then(|| stats_endpoint(mountpoint, &snapshot, shared_socket))
+            .flatten();
+        let (mount, clone_fds, supervisor, prepared, saved_state, held_area) = match handoff {
             Some(h) => (
                 Arc::new(Mount::adopt(mountpoint, h.device)),
                 Some(h.clones),
@@ -530,11 +473,6 @@ impl<F: Filesystem> Session<F> {
             .collect::<Result<Vec<_>, _>>()?;
         let ring_bells: Vec<Arc<uring::RingMailbox>> =
             mailboxes.iter().map(|(m, _)| m.clone()).collect();
-        let buf_size = (conn.max_write as usize).max(128 << 10) + 4096;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
-        let registered_rings = Arc::new(AtomicUsize::new(0));
-
         // Without the right to take threads back from SCHED_IDLE the
         // adaptive policy degrades to normal: slower, never unsafe.
         let guard = match cfg.thread_policy {
@@ -545,7 +483,6 @@ impl<F: Filesystem> Session<F> {
                 .ok(),
             _ => None,
         };
-        let mut workers = Vec::with_capacity(classic_n + rings_n);
         // A supervised server's workers can be paused for an upgrade.
         let pause = match &supervisor {
             Some(_) => {
@@ -554,174 +491,61 @@ impl<F: Filesystem> Session<F> {
             }
             None => None,
         };
-        for i in 0..classic_n {
-            // A supervised server reads through the supervisor's clones,
-            // which outlive it (see `recovery::supervisor`).
-            let fd = match clone_fds
-                .as_mut()
-                .and_then(|c| (!c.is_empty()).then(|| c.remove(0)))
-            {
-                Some(fd) => fd,
-                None => crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device()))
-                    .map_err(|source| Error::Clone { worker: i, source })?,
-            };
-            let channel = Arc::new(DevChannel::new(fd));
-            let dispatcher = dispatcher.clone();
-            let mut worker = Worker::new(DataOut::with_capacity(buf_size), stats[i].clone(), i);
-            worker.later = Some(channel.clone());
-            let ring_bells = ring_bells.clone();
-            let live = live_workers.clone();
-            let pin = cfg.pin_workers.then_some(i % cpus);
-            let policy = cfg.thread_policy;
-            let pause = pause.clone();
-            let linger = (transport == TransportKind::Uring).then(|| dev::ForgetLinger {
-                wait: FORGET_LINGER,
-                registered: registered_rings.clone(),
-                rings: rings_n,
-            });
-            let handle = std::thread::Builder::new()
-                .name(format!("fusebox-dev-{i}"))
-                .spawn(move || {
-                    if let Some(cpu) = pin {
-                        if let Err(e) = dev::pin_to_cpu(cpu) {
-                            tracing::warn!(cpu, error = %e, "cannot pin worker");
-                        }
-                    }
-                    if let Err(e) = policy.enter() {
-                        tracing::warn!(?policy, error = %e, "cannot set the thread policy");
-                    }
-                    let r = dev::run_worker(
-                        &dispatcher,
-                        &channel,
-                        &mut worker,
-                        buf_size,
-                        linger.as_ref(),
-                        pause.as_deref(),
-                    );
-                    // The connection is gone: ring threads holding entries
-                    // for later answers must stop waiting for them.
-                    for m in &ring_bells {
-                        m.close();
-                    }
-                    live.fetch_sub(1, Ordering::AcqRel);
-                    r
-                })?;
-            workers.push(handle);
-        }
-        // The kernel computes the payload it may put in one entry as
-        // max(8 KiB, max_write, max_pages pages); size buffers to match.
-        let payload_len = (conn.max_write as usize)
-            .next_multiple_of(4096)
-            .max(abi::MIN_READ_BUFFER);
-        for (t, mail) in mailboxes.into_iter().enumerate() {
-            let (q, k) = (t / per_queue, t % per_queue);
-            let slot = classic_n + t;
-            let fd = crate::sys::clone_device(std::os::fd::AsFd::as_fd(mount.device())).map_err(
-                |source| Error::Clone {
-                    worker: slot,
-                    source,
-                },
-            )?;
-            let dispatcher = dispatcher.clone();
-            let mut worker = Worker::new(
-                DataOut::with_capacity(payload_len),
-                stats[slot].clone(),
-                slot,
-            );
-            let live = live_workers.clone();
-            let ucfg = cfg.uring;
-            let policy = cfg.thread_policy;
-            let queue_mount = mount.clone();
-            let registered = registered_rings.clone();
-            let guard = guard.clone();
-            let handle = std::thread::Builder::new()
-                .name(if k == 0 {
-                    format!("fusebox-uring-{q}")
-                } else {
-                    format!("fusebox-ur{q}.{k}")
-                })
-                .spawn(move || {
-                    if ucfg.pin && k == 0 && q < cpus {
-                        if let Err(e) = dev::pin_to_cpu(q) {
-                            tracing::warn!(q, error = %e, "cannot pin queue thread");
-                        }
-                    }
-                    if let Err(e) = policy.enter() {
-                        tracing::warn!(?policy, error = %e, "cannot set the thread policy");
-                    }
-                    worker.guard = guard.map(|g| g.register_current());
-                    // Built on its own thread: with single-issuer rings only the
-                    // creating thread may submit.
-                    let r = QueueRing::new(
-                        fd,
-                        q as u16,
-                        ucfg.depth.max(1),
-                        payload_len,
-                        ucfg.ring,
-                    )
-                    .map_err(Error::from)
-                    .and_then(|mut ring| {
-                        uring::run_queue(
-                            &dispatcher,
-                            &mut ring,
-                            &mut worker,
-                            ucfg.poll,
-                            mail,
-                            || {
-                                registered.fetch_add(1, Ordering::AcqRel);
-                            },
-                        )
-                    });
-                    if let Err(e) = &r {
-                        // The kernel routes this CPU's requests to this queue
-                        // only, and keeps handing them to this ring's entries
-                        // too: without it some would hang. Fail loudly.
-                        tracing::error!(q, thread = k, error = %e, "io_uring queue thread stopped; aborting the connection");
-                        if let Err(e) = queue_mount.abort() {
-                            tracing::error!(error = %e, "abort failed");
-                        }
-                    }
-                    live.fetch_sub(1, Ordering::AcqRel);
-                    r
-                })?;
-            workers.push(handle);
-        }
+        let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
+        let shared = threads::Shared {
+            dispatcher: dispatcher.clone(),
+            mount: mount.clone(),
+            stats,
+            live: live_workers.clone(),
+            registered_rings: Arc::new(AtomicUsize::new(0)),
+            thread_policy: cfg.thread_policy,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let mut workers = Vec::with_capacity(classic_n + rings_n);
+        threads::spawn_classic(
+            &shared,
+            threads::Classic {
+                count: classic_n,
+                clones: clone_fds,
+                buf_size: (conn.max_write as usize).max(128 << 10) + 4096,
+                pin: cfg.pin_workers,
+                ring_bells: &ring_bells,
+                rings: (transport == TransportKind::Uring).then_some(rings_n),
+                pause: pause.as_ref(),
+            },
+            &mut workers,
+        )?;
+        threads::spawn_rings(
+            &shared,
+            threads::Rings {
+                first_slot: classic_n,
+                per_queue,
+                mailboxes,
+                // The kernel computes the payload it may put in one entry
+                // as max(8 KiB, max_write, max_pages pages); size buffers
+                // to match.
+                payload_len: (conn.max_write as usize)
+                    .next_multiple_of(4096)
+                    .max(abi::MIN_READ_BUFFER),
+                config: cfg.uring,
+                guard,
+            },
+            &mut workers,
+        )?;
 
-        let state_file = supervisor.as_ref().map(|(_, _, s)| s.clone());
-        let supervised = match supervisor {
-            Some((channel, generation, _)) => {
-                channel
-                    .send(
-                        &ToSupervisor::Serving {
-                            pid: std::process::id(),
-                            recovers_from_crash: !dispatcher.filesystem().state_in_process(),
-                        },
-                        &[],
-                    )
-                    .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
-                tracing::info!(generation, "serving for the supervisor");
-                let pause = pause.expect("made for a supervised session");
-                let carry = Arc::new(StatsCarry::new(
-                    Arc::downgrade(&snapshot),
-                    state_file.expect("made for a supervised session"),
-                ));
-                let c = carry.clone();
-                std::thread::Builder::new()
-                    .name("fusebox-stats-carry".into())
-                    .spawn(move || {
-                        while c.carry() {
-                            std::thread::sleep(Duration::from_secs(1));
-                        }
-                    })?;
-                std::thread::Builder::new()
-                    .name("fusebox-handoff".into())
-                    .spawn({
-                        let fs = dispatcher.filesystem().clone();
-                        move || obey_supervisor(channel, &pause, &carry, &*fs)
-                    })?;
+        let supervised = match (supervisor, pause) {
+            (Some((channel, generation, state)), Some(pause)) => {
+                serve_for_supervisor(
+                    channel,
+                    generation,
+                    pause,
+                    &snapshot,
+                    state,
+                    dispatcher.filesystem().clone(),
+                )?;
                 true
             }
-            None => false,
+            _ => false,
         };
         Ok(Session {
             mount,
@@ -879,6 +703,104 @@ impl<F: Filesystem> Drop for Session<F> {
             let _ = h.join();
         }
     }
+}
+
+/// How a session serves: its transport, what INIT asks for, and how many
+/// threads of each kind.
+struct Plan {
+    transport: TransportKind,
+    init_cfg: init::InitConfig,
+    classic_n: usize,
+    /// Ring threads for each CPU's queue.
+    per_queue: usize,
+    rings_n: usize,
+}
+
+impl Plan {
+    fn new(
+        cfg: &SessionConfig,
+        init: &init::InitConfig,
+        handoff: Option<&Handoff>,
+    ) -> Result<Plan, Error> {
+        let transport = cfg.transport.resolve();
+        if handoff.is_some() && transport == TransportKind::Uring {
+            return Err(RecoveryError::Handoff(
+                "a supervised (recoverable) mount serves over classic /dev/fuse: on this kernel a request held by a dead server's io_uring entry is never resent (DESIGN.md, \"Recovery\")".into(),
+            )
+            .into());
+        }
+        let mut init_cfg = init.clone();
+        if transport == TransportKind::Uring {
+            // Refuse before mounting, with the reason and the fix.
+            uring::availability().map_err(Error::UringUnavailable)?;
+            init_cfg.want |= abi::flags::init::OVER_IO_URING;
+        }
+        let classic_n = match (handoff, transport) {
+            (Some(h), _) => h.clones.len().max(1),
+            (None, TransportKind::Uring) => 1,
+            (None, _) => cfg.workers.max(1),
+        };
+        // Ring threads: `per_queue` for each CPU's queue. The kernel hands a
+        // request to the most recently re-armed free entry of the caller's
+        // queue, so a second thread with one entry takes the second of two
+        // requests that arrive together (readahead) instead of it waiting
+        // behind the first (DESIGN.md, "Threads per queue").
+        let per_queue = cfg.uring.threads_per_queue.max(1);
+        let rings_n = if transport == TransportKind::Uring {
+            uring::possible_cpus() * per_queue
+        } else {
+            0
+        };
+        Ok(Plan {
+            transport,
+            init_cfg,
+            classic_n,
+            per_queue,
+            rings_n,
+        })
+    }
+}
+
+/// Each serving thread's counters, classic workers first, and the
+/// answers given later (recorded by whichever thread answers).
+fn thread_stats(
+    classic_n: usize,
+    rings_n: usize,
+    per_queue: usize,
+    inflight: &InFlight,
+) -> Arc<Vec<Arc<WorkerStats>>> {
+    Arc::new(
+        (0..classic_n)
+            .map(|i| Arc::new(WorkerStats::new(format!("dev/{i}"))))
+            .chain((0..rings_n).map(|t| {
+                let (q, k) = (t / per_queue, t % per_queue);
+                Arc::new(WorkerStats::new(if k == 0 {
+                    format!("uring/q{q}")
+                } else {
+                    format!("uring/q{q}.{k}")
+                }))
+            }))
+            .chain(std::iter::once(inflight.stats.clone()))
+            .collect(),
+    )
+}
+
+/// The statistics socket for `mountpoint`: the supervisor's, handed over,
+/// or a new one. Without it the mount still serves.
+fn stats_endpoint(
+    mountpoint: &Path,
+    snapshot: &Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    shared: Option<std::os::unix::net::UnixListener>,
+) -> Option<StatsServer> {
+    let snap = snapshot.clone();
+    match shared {
+        Some(l) => StatsServer::serve_shared(l, mountpoint, move || snap()),
+        None => StatsServer::start(mountpoint, move || snap()),
+    }
+    .inspect_err(
+        |e| tracing::warn!(error = %e, "stats socket unavailable; `fusebox stats` will not work"),
+    )
+    .ok()
 }
 
 /// Read INIT from the device and answer it, retrying once if the kernel

@@ -52,6 +52,42 @@ impl StatsCarry {
     }
 }
 
+/// A supervised server is up: tell the supervisor, keep the statistics in
+/// the state file from now on, and obey the supervisor's upgrade orders on
+/// a thread of their own.
+pub(crate) fn serve_for_supervisor<F: Filesystem>(
+    channel: Channel,
+    generation: u64,
+    pause: Arc<PauseControl>,
+    snapshot: &Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    state: Arc<StateFile>,
+    fs: Arc<F>,
+) -> Result<(), Error> {
+    channel
+        .send(
+            &ToSupervisor::Serving {
+                pid: std::process::id(),
+                recovers_from_crash: !fs.state_in_process(),
+            },
+            &[],
+        )
+        .map_err(|e| RecoveryError::Handoff(format!("telling the supervisor: {e}")))?;
+    tracing::info!(generation, "serving for the supervisor");
+    let carry = Arc::new(StatsCarry::new(Arc::downgrade(snapshot), state));
+    let c = carry.clone();
+    std::thread::Builder::new()
+        .name("fusebox-stats-carry".into())
+        .spawn(move || {
+            while c.carry() {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("fusebox-handoff".into())
+        .spawn(move || obey_supervisor(channel, &pause, &carry, &*fs))?;
+    Ok(())
+}
+
 /// Tries at pausing the workers for an upgrade, and how long each waits
 /// for the last busy one. Between tries the parked workers serve again: a
 /// request that keeps its worker long (a write waiting on a slow network)
