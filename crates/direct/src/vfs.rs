@@ -81,8 +81,11 @@ struct Put<F> {
     cheap: bool,
     each: F,
 }
-// An O_APPEND piece is one request to the run's server, headers included.
-const _: () = assert!(IO_CHUNK + 80 <= crate::shared::server::MAX_REQUEST);
+// An O_APPEND piece is one request to the run's server: the header, the
+// WRITE's arguments and the run's extension records (CPU and APPEND).
+const _: () = assert!(
+    IO_CHUNK + crate::shared::server::REQUEST_OVERHEAD <= crate::shared::server::MAX_REQUEST
+);
 
 /// Write `data` in IO_CHUNK pieces with `one(written so far, piece)`, which
 /// says how much of its piece it wrote; stops at a piece nothing of which

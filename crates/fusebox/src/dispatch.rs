@@ -86,7 +86,7 @@ pub struct Dispatcher<F> {
     destroyed: AtomicBool,
     /// Under a supervisor: what the kernel holds, kept for the next server.
     ledger: Option<Arc<Ledger>>,
-    /// Told what each answer hands out or takes back: the ledger, or
+    /// Told what each answer hands out or takes back, beside the ledger:
     /// another server's books (direct mode's per-process ones).
     book: Option<Arc<dyn ReferenceBook>>,
 }
@@ -176,7 +176,6 @@ impl<F: Filesystem> Dispatcher<F> {
     /// Record node references and open handles in `ledger` (a supervised
     /// session, see `recovery`).
     pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Dispatcher<F> {
-        self.book = Some(ledger.clone());
         self.ledger = Some(ledger);
         self
     }
@@ -184,8 +183,7 @@ impl<F: Filesystem> Dispatcher<F> {
     /// Tell `book` every node reference and handle an answer hands out,
     /// and every FORGET and RELEASE, as the ledger is told (see
     /// [`crate::protocol::references`]); for a server that keeps books of
-    /// its own. Replaces the ledger's place: a supervised session keeps
-    /// the ledger's.
+    /// its own. The ledger, if there is one, is told as well.
     pub fn with_reference_book(mut self, book: Arc<dyn ReferenceBook>) -> Dispatcher<F> {
         self.book = Some(book);
         self
@@ -323,7 +321,8 @@ impl<F: Filesystem> Dispatcher<F> {
             later: route.as_ref(),
         };
         let node = req.node();
-        let expected = self.book.as_ref().map(|_| Expected::of(facts, &req.op));
+        let expected =
+            (self.ledger.is_some() || self.book.is_some()).then(|| Expected::of(facts, &req.op));
         // A supervised session journals what must not be applied twice,
         // and answers it from the journal when it comes back.
         let mut journal_slot = None;
@@ -366,14 +365,19 @@ impl<F: Filesystem> Dispatcher<F> {
                 None => self.call(&ctx, node, req.op, data),
             })),
         };
-        if let (Some(book), Some(expected), Ok(r), false) =
-            (&self.book, expected, &outcome, from_journal)
-        {
+        if let (Some(expected), Ok(r), false) = (expected, &outcome, from_journal) {
             let bytes = match &out {
                 Some(o) => o.as_slice(),
                 None => w.data.as_slice(),
             };
-            expected.changes(node, r.as_ref().map_err(|e| *e), bytes, |c| book.change(c));
+            expected.changes(node, r.as_ref().map_err(|e| *e), bytes, |c| {
+                if let Some(ledger) = &self.ledger {
+                    ledger.change(c);
+                }
+                if let Some(book) = &self.book {
+                    book.change(c);
+                }
+            });
         }
         slot.current.store(0, Ordering::Release);
         let taken = route

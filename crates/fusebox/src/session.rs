@@ -484,13 +484,15 @@ impl<F: Filesystem> Session<F> {
             _ => None,
         };
         // A supervised server's workers can be paused for an upgrade.
-        let pause = match &supervisor {
-            Some(_) => {
+        let supervisor = match supervisor {
+            Some((channel, generation, state)) => {
                 crate::sys::install_wake_handler().map_err(Error::Io)?;
-                Some(Arc::new(PauseControl::default()))
+                let pause = Arc::new(PauseControl::default());
+                Some((channel, generation, state, pause))
             }
             None => None,
         };
+        let pause = supervisor.as_ref().map(|(_, _, _, p)| p.clone());
         let live_workers = Arc::new(AtomicUsize::new(classic_n + rings_n));
         let shared = threads::Shared {
             dispatcher: dispatcher.clone(),
@@ -533,8 +535,8 @@ impl<F: Filesystem> Session<F> {
             &mut workers,
         )?;
 
-        let supervised = match (supervisor, pause) {
-            (Some((channel, generation, state)), Some(pause)) => {
+        let supervised = match supervisor {
+            Some((channel, generation, state, pause)) => {
                 serve_for_supervisor(
                     channel,
                     generation,
@@ -545,7 +547,7 @@ impl<F: Filesystem> Session<F> {
                 )?;
                 true
             }
-            _ => false,
+            None => false,
         };
         Ok(Session {
             mount,

@@ -521,11 +521,11 @@ impl RemoteFs {
     /// the run's server never answers): written, not waited for; the
     /// server reads the connection's next request at once.
     fn send_only(&self, node: NodeId, op: &Op<'_>) {
-        let pid = std::process::id();
-        let Ok((conn, pooled)) = self.take(pid) else {
+        let Ok(msg) = self.request(&Ctx::internal(), node, op, &[]) else {
             return;
         };
-        let Ok(msg) = self.request(&Ctx::internal(), node, op, &[]) else {
+        let pid = std::process::id();
+        let Ok((conn, pooled)) = self.take(pid) else {
             return;
         };
         if send_all(&conn, &msg).is_ok() && pooled {

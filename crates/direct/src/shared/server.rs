@@ -40,6 +40,12 @@ const OUT_HEADER: usize = std::mem::size_of::<abi::OutHeader>();
 /// The largest request a client sends: a write of 1 MiB with its headers.
 pub(crate) const MAX_REQUEST: usize = (1 << 20) + 4096;
 
+/// What a WRITE adds to its data at most: `fuse_in_header`,
+/// `fuse_write_in` and the run's extension records (CPU: 16 bytes,
+/// APPEND: 8).
+pub(crate) const REQUEST_OVERHEAD: usize =
+    size_of::<abi::InHeader>() + size_of::<abi::WriteIn>() + 16 + 8;
+
 /// Tell the launcher waiting on the door's other end that this server
 /// cannot serve, and why.
 pub fn refuse(door: &OwnedFd, why: &str) {

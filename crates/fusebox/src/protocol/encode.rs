@@ -136,7 +136,11 @@ pub fn extensions(request: &[u8]) -> impl Iterator<Item = Extension<'_>> {
         .and_then(|(h, _)| {
             let ext = h.total_extlen as usize * 8;
             let end = (h.len as usize).min(request.len());
-            request.get(end.checked_sub(ext)?..end)
+            // Never reaching back into the header.
+            let start = end
+                .checked_sub(ext)
+                .filter(|&s| s >= size_of::<abi::InHeader>())?;
+            request.get(start..end)
         })
         .unwrap_or_default();
     let mut rest = area;
@@ -589,11 +593,12 @@ fn encode_args(
             );
             Opcode::POLL
         }
-        Op::NotifyReply { offset, size, data } => {
+        // The size the data has (what the parser reads as `size`).
+        Op::NotifyReply { offset, data, .. } => {
             out.extend_from_slice(
                 abi::NotifyRetrieveIn {
                     offset: *offset,
-                    size: *size,
+                    size: len32(data.len())?,
                     ..Default::default()
                 }
                 .as_bytes(),
@@ -972,5 +977,12 @@ mod tests {
         buf[at..at + 4].copy_from_slice(&400u32.to_ne_bytes());
         assert_eq!(extensions(&buf).count(), 0);
         assert_eq!(extensions(&buf[..10]).count(), 0);
+        // A total_extlen reaching back into the header: no records.
+        let mut h = zerocopy::FromBytes::read_from_prefix(&buf[..])
+            .map(|(h, _): (abi::InHeader, _)| h)
+            .unwrap();
+        h.total_extlen = (h.len / 8) as u16;
+        buf[..size_of::<abi::InHeader>()].copy_from_slice(h.as_bytes());
+        assert_eq!(extensions(&buf).count(), 0);
     }
 }

@@ -4,8 +4,10 @@
 //! of these needs them from the typed answer, not by reading reply bytes
 //! again; this module is the one reading of the opcode table's
 //! [`References`] column, and [`ReferenceBook`] is what a book implements.
-//! The dispatcher feeds one: the recovery ledger on a supervised mount,
-//! direct mode's shared server per process of a run.
+//! The dispatcher feeds them: the recovery ledger on a supervised mount,
+//! and direct mode's shared server one per connection, counting into the
+//! connection's process. READDIRPLUS's references are in its answer's
+//! data, read here once for every book.
 
 use super::opcodes::{OpFacts, References};
 use super::outcome::Outcome;
@@ -131,16 +133,19 @@ impl<'a> Expected<'a> {
                 backing_id: o.backing_id,
                 dir,
             }),
+            // The handle before the node: a book that must give both back
+            // at once (its holder is gone) then releases before it
+            // forgets, in the kernel's order.
             (Expected::Create { flags }, Ok(Outcome::Create(e, o))) => {
-                note(Change::LookedUp {
-                    node: NodeId(e.nodeid),
-                });
                 note(Change::Opened {
                     fh: FileHandle(o.fh),
                     node: NodeId(e.nodeid),
                     flags: flags as u32,
                     backing_id: o.backing_id,
                     dir: false,
+                });
+                note(Change::LookedUp {
+                    node: NodeId(e.nodeid),
                 });
             }
             (Expected::Readdirplus, Ok(Outcome::Data)) => {
