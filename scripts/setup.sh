@@ -13,10 +13,11 @@ need=()
 # (nbdfuse) and qemu-system-common (qemu-storage-daemon): the blk bench's peers.
 # iproute2 (ss): a direct-mode test finds the run's server by its socket.
 # rsync, sqlite3, git: programs the sftpfs tests run on the mount;
-# rclone: the sftp bench's peer (rclone mount), beside sshfs.
+# rclone: the sftp bench's peer (rclone mount), beside sshfs; s3fs: the
+# objfs bench's peer, beside rclone.
 for pkg in fuse3 libfuse3-dev fio pkg-config gcc python3 meson ninja-build g++ liburing-dev \
            sshfs squashfuse squashfs-tools fuse-overlayfs python3-pyfuse3 python3-pytest python3-pip openssh-server \
-           e2fsprogs nbdkit libnbd-bin qemu-system-common iproute2 rsync sqlite3 git rclone; do
+           e2fsprogs nbdkit libnbd-bin qemu-system-common iproute2 rsync sqlite3 git rclone s3fs; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -31,6 +32,15 @@ fi
 if [ "${1:-}" = --pjdfstest ] && ! command -v pjdfstest >/dev/null; then
   echo "setup: cargo install pjdfstest (about two minutes)"
   cargo install pjdfstest --locked --quiet
+fi
+# gofakes3: the S3 server objfs's tests run against (a Go program from the
+# Go module proxy, 20 s to build); Garage, for the cluster tests and the
+# bench, takes 15 minutes: scripts/objfs-cluster.sh builds it.
+if ! command -v gofakes3 >/dev/null; then
+  export PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || { echo "setup: go is needed for gofakes3 (the objfs tests' S3 server)"; exit 1; }
+  echo "setup: go install gofakes3 (about 30 seconds)"
+  GOBIN=/usr/local/bin go install github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0
 fi
 # cargo-deb: the Debian package (scripts/package.sh; the install test).
 if [ "${1:-}" = --pjdfstest ] && ! command -v cargo-deb >/dev/null; then

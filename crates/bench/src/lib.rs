@@ -20,6 +20,7 @@ pub mod compat;
 pub mod direct;
 pub mod engine;
 pub mod floor;
+pub mod objstore;
 pub mod peers;
 pub mod personality;
 pub mod remote;

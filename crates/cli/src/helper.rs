@@ -223,7 +223,7 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
     let fs = fusebox_registry::find_mountable(fs_name).map_err(|e| failure(e.to_string()))?;
     let fs_name = fs.name.to_string();
     let source = match (fs.source, source.filter(|s| !s.is_empty())) {
-        (Source::LocalDir | Source::Remote, None) => {
+        (Source::LocalDir | Source::Remote | Source::Bucket, None) => {
             let (what, short) = fs.source_words().expect("has a source");
             return Err(failure(format!(
                 "{fs_name} needs {what} (spec {fs_name}:{short})"
@@ -238,7 +238,7 @@ fn plan(called: &Called, args: &[OsString]) -> Result<Plan, HelperError> {
             }
         }
         // Checked by the filesystem when it connects.
-        (Source::Remote, Some(src)) => Some(PathBuf::from(src)),
+        (Source::Remote | Source::Bucket, Some(src)) => Some(PathBuf::from(src)),
         (Source::None | Source::Profile, _) => None,
     };
     let dir = PathBuf::from(dir);
@@ -353,6 +353,13 @@ fn check_option(fs: &fusebox_registry::Filesystem, opt: &str) -> Result<(), Stri
     if fs.id == fusebox_registry::FsId::Sftpfs {
         let (_, rest) =
             fusebox_sftpfs::SftpOptions::parse(&[opt.to_string()]).map_err(|e| e.to_string())?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+    }
+    if fs.id == fusebox_registry::FsId::Objfs {
+        let (_, rest) =
+            fusebox_objfs::ObjOptions::parse(&[opt.to_string()]).map_err(|e| e.to_string())?;
         if rest.is_empty() {
             return Ok(());
         }

@@ -52,8 +52,9 @@ pub struct MountArgs {
     /// Which filesystem to run.
     #[arg(value_parser = mountable())]
     pub fs: String,
-    /// SOURCE directory (stackfs, pathfs) or [user@]host:[dir] (sftpfs),
-    /// then MOUNTPOINT; just MOUNTPOINT otherwise.
+    /// SOURCE directory (stackfs, pathfs), [user@]host:[dir] (sftpfs) or
+    /// s3://BUCKET[/PREFIX] (objfs), then MOUNTPOINT; just MOUNTPOINT
+    /// otherwise.
     #[arg(num_args = 1..=2, required = true)]
     pub paths: Vec<PathBuf>,
     /// Mount options, comma-separated (may repeat).
@@ -231,11 +232,17 @@ pub fn run(args: MountArgs) -> Result<()> {
     let mut opts = Options::default();
     // sftpfs takes sshfs's options and ssh's; the rest are fusebox's.
     let fs_info = fusebox_registry::find_mountable(&args.fs)?;
+    let mut obj_opts = None;
     let (sftp_opts, fuse_opts) = match fs_info.id {
         FsId::Sftpfs => {
             let (mut o, rest) = fusebox_sftpfs::SftpOptions::parse(&args.options)?;
             o.interactive = args.foreground && std::io::stdin().is_terminal();
             (Some(o), rest)
+        }
+        FsId::Objfs => {
+            let (o, rest) = fusebox_objfs::ObjOptions::parse(&args.options)?;
+            obj_opts = Some(o);
+            (None, rest)
         }
         _ => (None, args.options.clone()),
     };
@@ -260,6 +267,10 @@ pub fn run(args: MountArgs) -> Result<()> {
     );
     let remote = match (fs_info.id, &source) {
         (FsId::Sftpfs, Some(src)) => Some(fusebox_sftpfs::Remote::parse(&src.to_string_lossy())?),
+        _ => None,
+    };
+    let bucket = match (fs_info.id, &source) {
+        (FsId::Objfs, Some(src)) => Some(fusebox_objfs::BucketUrl::parse(&src.to_string_lossy())?),
         _ => None,
     };
     // A network filesystem's worker waits out a round trip to the server:
@@ -302,7 +313,10 @@ pub fn run(args: MountArgs) -> Result<()> {
             None => {
                 // Checked here too: the server would find it, but only
                 // after the mount is made.
-                if let Some(src) = source.as_ref().filter(|s| remote.is_none() && !s.is_dir()) {
+                if let Some(src) = source
+                    .as_ref()
+                    .filter(|s| remote.is_none() && bucket.is_none() && !s.is_dir())
+                {
                     bail!("opening source {}: not a directory", src.display());
                 }
                 // sftpfs keeps its unconfirmed writes where the next
@@ -398,6 +412,21 @@ pub fn run(args: MountArgs) -> Result<()> {
             };
             serve!(PathAdapter::new(fs))
         }
+        FsId::Objfs => {
+            let url = bucket.expect("parsed above");
+            let o = obj_opts.expect("parsed above");
+            if args.async_api {
+                let e =
+                    anyhow::anyhow!("--async-api: objfs serves through the path-level API only");
+                return Err(tell_supervisor(handoff.as_ref(), e));
+            }
+            let staging = objfs_staging(&o, &url, &mountpoint);
+            let fs = match fusebox_objfs::ObjFs::start(url, o, &staging) {
+                Ok(fs) => fs,
+                Err(e) => return Err(tell_supervisor(handoff.as_ref(), e.into())),
+            };
+            serve!(PathAdapter::new(fs))
+        }
         FsId::Timingfs | FsId::TimingfsAsync => {
             let profile = TimingProfile::parse(&args.profile).with_context(|| {
                 format!("unknown profile {:?} (use pmem, ssd or NNus)", args.profile)
@@ -412,6 +441,45 @@ pub fn run(args: MountArgs) -> Result<()> {
             serve!(fs)
         }
     }
+}
+
+/// objfs's staging area: `-o staging=DIR`, else one per bucket, prefix
+/// and mount point under the user's cache directory, so a server that
+/// replaces a crashed one (same arguments) finds the journal it left.
+fn objfs_staging(
+    o: &fusebox_objfs::ObjOptions,
+    url: &fusebox_objfs::BucketUrl,
+    mountpoint: &std::path::Path,
+) -> PathBuf {
+    if let Some(s) = &o.staging {
+        return s.clone();
+    }
+    // The user's cache directory, or (a user without a writable home,
+    // such as nobody) one of their own under /var/tmp, which survives a
+    // reboot as the journal must.
+    let own = PathBuf::from(format!(
+        "/var/tmp/fusebox-{}",
+        rustix::process::getuid().as_raw()
+    ));
+    let base = [
+        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|b| std::fs::create_dir_all(b.join("fusebox/objfs")).is_ok())
+    .unwrap_or(own);
+    // Not canonicalize: the mount point may be this mount, whose server is
+    // the one starting.
+    let mnt = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let escape = |s: &str| s.replace('%', "%25").replace('/', "%2F");
+    let name = format!(
+        "{}@{}@{}",
+        escape(o.endpoint.as_deref().unwrap_or("aws")),
+        escape(&url.to_string()),
+        escape(&mnt.to_string_lossy())
+    );
+    base.join("fusebox").join("objfs").join(name)
 }
 
 /// A server that cannot build its filesystem says why to its supervisor,

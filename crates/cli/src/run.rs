@@ -26,7 +26,9 @@ pub struct RunArgs {
     /// (its files live in its process: one instance in a server of the
     /// run's, which every process of the run reaches) or
     /// sftpfs:[user@]host:[dir] (one SSH connection and one cache for the
-    /// run, in its server; -o takes its options, as `fusebox mount`'s).
+    /// run, in its server; -o takes its options, as `fusebox mount`'s) or
+    /// objfs:s3://BUCKET[/PREFIX] (one S3 client, cache and staging area
+    /// for the run, in its server; -o as for `fusebox mount`).
     #[arg(long, requires = "at", conflicts_with_all = ["transport", "workers", "poll", "no_stats", "no_readdirplus_lookups", "library"])]
     pub fs: Option<String>,
     /// Direct mode: where the filesystem appears to PROGRAM (need not
@@ -75,7 +77,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_readdirplus_lookups: bool,
     /// More `-o` options for the mount, after the program's own
-    /// (FUSEBOX_OPTIONS); with --fs, the filesystem's options (sftpfs).
+    /// (FUSEBOX_OPTIONS); with --fs, the filesystem's options (sftpfs,
+    /// objfs).
     #[arg(short = 'o', long = "options")]
     pub options: Option<String>,
     /// The drop-in library (default: beside this binary, or in
@@ -193,6 +196,12 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
             }
             format!("{}:{profile}", fs.name)
         }
+        (FsId::Objfs, Some(src)) => {
+            fusebox_objfs::BucketUrl::parse(src)?;
+            let (o, _) = fusebox_objfs::ObjOptions::parse(args.options.as_slice())?;
+            page_ttl = Some(o.attr_timeout);
+            format!("{}:{src}", fs.name)
+        }
         (FsId::Sftpfs, Some(src)) => {
             // Checked now, so that a typo is this command's error.
             fusebox_sftpfs::Remote::parse(src)?;
@@ -216,9 +225,9 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
         }
     };
     let run_server = matches!(fs.direct, Direct::RunServer { .. });
-    if args.options.is_some() && fs.id != FsId::Sftpfs {
+    if args.options.is_some() && !matches!(fs.id, FsId::Sftpfs | FsId::Objfs) {
         bail!(
-            "-o with --fs {}: only sftpfs takes options in direct mode",
+            "-o with --fs {}: only sftpfs and objfs take options in direct mode",
             fs.name
         );
     }
@@ -435,6 +444,7 @@ pub fn direct_server(spec: &str, options: &[String], door: i32, detach: bool) ->
     match built.map_err(|e| refused(format!("{e:#}")))? {
         RunFs::Memfs(fs) => fusebox_direct::shared::serve(fs, door_fd).context("serving the run"),
         RunFs::Sftpfs(fs) => fusebox_direct::shared::serve(fs, door_fd).context("serving the run"),
+        RunFs::Objfs(fs) => fusebox_direct::shared::serve(fs, door_fd).context("serving the run"),
     }
 }
 
@@ -442,6 +452,7 @@ pub fn direct_server(spec: &str, options: &[String], door: i32, detach: bool) ->
 enum RunFs {
     Memfs(std::sync::Arc<fusebox_examples::MemFs>),
     Sftpfs(std::sync::Arc<fusebox::PathAdapter<fusebox_sftpfs::SftpFs>>),
+    Objfs(std::sync::Arc<fusebox::PathAdapter<fusebox_objfs::ObjFs>>),
 }
 
 fn build_for_run(spec: &str, options: &[String]) -> Result<RunFs> {
@@ -468,6 +479,22 @@ fn build_for_run(spec: &str, options: &[String]) -> Result<RunFs> {
             }
             let fs = fusebox_sftpfs::SftpFs::start(remote, o, &fuse.fs)?;
             Ok(RunFs::Sftpfs(std::sync::Arc::new(
+                fusebox::PathAdapter::new(fs),
+            )))
+        }
+        FsId::Objfs => {
+            let url = fusebox_objfs::BucketUrl::parse(parsed.source.unwrap_or_default())?;
+            let (o, rest) = fusebox_objfs::ObjOptions::parse(options)?;
+            if let Some(r) = rest.first() {
+                bail!("-o {r}: not an objfs option");
+            }
+            // The run's own staging area: a run is not restarted by a
+            // supervisor, and two runs of one bucket must not share one.
+            let staging = o.staging.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("fusebox-objfs-run-{}", std::process::id()))
+            });
+            let fs = fusebox_objfs::ObjFs::start(url, o, &staging)?;
+            Ok(RunFs::Objfs(std::sync::Arc::new(
                 fusebox::PathAdapter::new(fs),
             )))
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fusebox_bench::remote::{DelayProxy, Sshd, SshdConfig};
 
 mod common;
-use common::{direct_preload, is_mounted, nobody_ok, snapshot, try_snapshot, MountGuard, BIN};
+use common::{direct_preload, is_mounted, nobody_ok, snapshot, MountGuard, BIN};
 
 /// A server with a remote directory, and a mount point.
 struct Remote {
@@ -529,25 +529,10 @@ fn kill_and_upgrade_of_the_server_during_a_copy_and_a_listing_fail_nothing() {
     while !copies.is_finished() {
         std::thread::sleep(Duration::from_millis(700));
         if replaced % 2 == 0 {
-            let s = snapshot(&mnt);
-            rustix::process::kill_process(
-                rustix::process::Pid::from_raw(s.pid as i32).unwrap(),
-                rustix::process::Signal::KILL,
-            )
-            .unwrap();
-            // Wait for the next one, so kills stay under the crash limit.
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while try_snapshot(&mnt).is_none_or(|n| n.pid == s.pid) {
-                assert!(Instant::now() < deadline, "no server after a kill");
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            // Waits for the next one, so kills stay under the crash limit.
+            assert!(common::kill_server_and_wait(&mnt), "no server to kill");
         } else {
-            let out = Command::new(BIN).arg("upgrade").arg(&mnt).output().unwrap();
-            assert!(
-                out.status.success(),
-                "upgrade: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            common::upgrade(&mnt);
         }
         replaced += 1;
     }

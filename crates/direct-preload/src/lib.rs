@@ -97,7 +97,7 @@ pub fn build(spec: &str) -> Result<(Arc<dyn Filesystem>, u64), String> {
                 .map_err(|e| format!("starting the tokio runtime: {e}"))?;
             Ok((Arc::new(f), pages))
         }
-        FsId::Memfs | FsId::Sftpfs => Err(format!(
+        FsId::Memfs | FsId::Sftpfs | FsId::Objfs => Err(format!(
             "{} is served to direct mode by the run's server (`fusebox run --fs {}`), which this process was not given",
             fs.name, fs.name
         )),

@@ -30,6 +30,8 @@ pub enum FsId {
     TimingfsAsync,
     /// A remote directory over SFTP, through the system's ssh.
     Sftpfs,
+    /// An S3 bucket (or a prefix of one), objects as files.
+    Objfs,
 }
 
 /// What follows the name (`FS:SOURCE` in a spec, the first path of
@@ -44,6 +46,8 @@ pub enum Source {
     Remote,
     /// A word the filesystem reads (timingfs's latency profile), optional.
     Profile,
+    /// `s3://BUCKET[/PREFIX]`: checked by the filesystem when it connects.
+    Bucket,
 }
 
 /// What a supervisor can do for the mount when its server dies or is
@@ -199,6 +203,19 @@ pub static FILESYSTEMS: &[Filesystem] = &[
         owner_options: true,
         workers: Some(16),
     },
+    Filesystem {
+        id: FsId::Objfs,
+        name: "objfs",
+        about: "an S3 bucket (s3://BUCKET[/PREFIX]), objects as files, through your AWS config",
+        source: Source::Bucket,
+        mounts: true,
+        recovery: Recovery::CrashAndUpgrade,
+        direct: Direct::RunServer {
+            page_cache: DEFAULT_PAGES,
+        },
+        owner_options: false,
+        workers: Some(16),
+    },
 ];
 
 /// A name no filesystem has.
@@ -242,13 +259,17 @@ impl Filesystem {
             Source::LocalDir => Some(("a source directory", "SOURCE")),
             Source::Remote => Some(("a remote directory", "[user@]host:[dir]")),
             Source::Profile => Some(("a latency profile", "PROFILE")),
+            Source::Bucket => Some(("a bucket", "s3://BUCKET[/PREFIX]")),
             Source::None => None,
         }
     }
 
     /// Whether a source must be given.
     pub fn needs_source(&self) -> bool {
-        matches!(self.source, Source::LocalDir | Source::Remote)
+        matches!(
+            self.source,
+            Source::LocalDir | Source::Remote | Source::Bucket
+        )
     }
 }
 
@@ -310,7 +331,7 @@ pub fn parse_spec(spec: &str) -> Result<Spec<'_>, SpecError> {
     let fs = find(name)?;
     match (fs.source, source) {
         (Source::None, Some(_)) => Err(SpecError::Unexpected { fs: fs.name }),
-        (Source::LocalDir | Source::Remote, None) => {
+        (Source::LocalDir | Source::Remote | Source::Bucket, None) => {
             let (what, what_short) = fs.source_words().expect("has a source");
             Err(SpecError::MissingSource {
                 fs: fs.name,

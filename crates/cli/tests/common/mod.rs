@@ -145,3 +145,37 @@ pub fn alive(pid: u32) -> bool {
             .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
     })
 }
+
+/// The mount's server killed (SIGKILL) and, once its supervisor has
+/// started the next one, returns (within 20 s, or the test fails). A
+/// mount between servers is skipped: false.
+#[allow(dead_code)]
+pub fn kill_server_and_wait(mnt: &Path) -> bool {
+    let Some(s) = try_snapshot(mnt) else {
+        return false;
+    };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(s.pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while try_snapshot(mnt).is_none_or(|n| n.pid == s.pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no server after a kill"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// `fusebox upgrade MNT`, which must succeed.
+#[allow(dead_code)]
+pub fn upgrade(mnt: &Path) {
+    let out = Command::new(BIN).arg("upgrade").arg(mnt).output().unwrap();
+    assert!(
+        out.status.success(),
+        "upgrade: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,2042 @@
+//! objfs as a [`PathFilesystem`]: paths are keys under the mount's
+//! prefix, open files for writing are staged (`staging`), everything else
+//! is asked of the store and cached for the mount's timeouts.
+//!
+//! Consistency, as users see it:
+//! - close-to-open: close(2) and fsync(2) of a changed file put it whole
+//!   (one PUT, or one multipart upload completed at once); the store never
+//!   holds part of a write. With `upload=close` (the default) close
+//!   returns once it is there; another client opening the key after that
+//!   (and after its own metadata timeout) reads the new bytes.
+//! - the last complete upload of a key wins; two writers never mix.
+//! - names and attributes are trusted for `attr_timeout`/`entry_timeout`,
+//!   absent names for `negative_timeout`; changes made through this mount
+//!   are seen at once by it.
+//! - a listing gives sizes and Last-Modified but no user metadata (S3
+//!   lists none): `ls -l` of a directory shows those, with the mount's
+//!   default mode for objects whose metadata was not read yet; a lookup by
+//!   name reads the metadata (HEAD) once per attribute timeout.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use fusebox::fs::ops::*;
+use fusebox::fs::PlusFiller;
+use fusebox::protocol::DataOut;
+use fusebox::recovery::HandleRecord;
+use fusebox::stats::FsCounter;
+use fusebox::*;
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
+
+use crate::meta::{Meta, DIRECTORY_TYPE};
+use crate::options::{BucketUrl, ObjOptions, Upload};
+use crate::reader::{ReadConfig, Reader};
+use crate::staging::{Record, Staging};
+use crate::store::{Body, ObjectInfo, Store, StoreError};
+
+/// Why objfs could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The staging directory could not be made or read.
+    #[error("staging area {0}: {1}")]
+    Staging(PathBuf, std::io::Error),
+    /// The async runtime could not start.
+    #[error("starting the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The bucket could not be opened.
+    #[error("{url}: {error}")]
+    Store {
+        /// The bucket.
+        url: String,
+        /// What the store said.
+        error: StoreError,
+    },
+}
+
+/// What a name is, as far as objfs knows.
+#[derive(Clone, Debug)]
+enum Known {
+    /// An object: its size, tag and metadata; `exact` once the metadata
+    /// was read (HEAD) or written by this mount, not guessed from a
+    /// listing.
+    File {
+        size: u64,
+        etag: Option<String>,
+        meta: Meta,
+        exact: bool,
+    },
+    /// A prefix (with or without a marker object).
+    Dir { meta: Meta },
+    /// Nothing there.
+    Missing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EntryKind {
+    File,
+    Dir,
+}
+
+/// A directory's listing: names with what the listing said of them.
+struct Listing {
+    at: Instant,
+    entries: Mutex<BTreeMap<String, (EntryKind, Option<ObjectInfo>)>>,
+}
+
+/// A file staged on local disk: open for writing, or closed and waiting
+/// for its upload.
+struct Staged {
+    id: u64,
+    file: Arc<File>,
+    meta: Meta,
+    /// Handles open for writing on it.
+    writers: u32,
+    /// Changed since it was last sealed for upload.
+    dirty: bool,
+    /// A journal record is waiting for its upload.
+    pending: bool,
+}
+
+enum Handle {
+    /// Reading an object in the store, with its attributes when opened
+    /// (close-to-open: an open file's attributes are those it was opened
+    /// with).
+    Remote(Reader, FileAttr),
+    /// Reading or writing a staged file (by id; the staged entry may have
+    /// moved to another key by rename, or been unlinked).
+    Staged {
+        id: u64,
+        file: Arc<File>,
+        append: bool,
+        writes: bool,
+    },
+    /// A directory being listed: a snapshot taken when opened.
+    Dir(DirList),
+}
+
+/// A directory's entries: name, type, attributes where known.
+type DirList = Vec<(OsString, FileType, Option<FileAttr>)>;
+
+/// The staged files, by key and by id.
+#[derive(Default)]
+struct StagedTable {
+    by_key: HashMap<String, Staged>,
+    key_of: HashMap<u64, String>,
+    /// Data files whose key was unlinked while handles still use them.
+    orphans: HashMap<u64, u32>,
+}
+
+impl StagedTable {
+    fn insert(&mut self, key: String, s: Staged) {
+        self.key_of.insert(s.id, key.clone());
+        self.by_key.insert(key, s);
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Staged> {
+        let s = self.by_key.remove(key)?;
+        self.key_of.remove(&s.id);
+        Some(s)
+    }
+}
+
+/// Counters for `fusebox stats`.
+#[derive(Default)]
+struct Counts {
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    upload_retries: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+}
+
+/// An S3 bucket (or a prefix of one) as a filesystem.
+pub struct ObjFs {
+    rt: Runtime,
+    store: Arc<Store>,
+    url: BucketUrl,
+    o: ObjOptions,
+    owner: (u32, u32),
+    staging: Arc<Staging>,
+    staged: Arc<Mutex<StagedTable>>,
+    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    known: moka::sync::Cache<String, (Instant, Known)>,
+    /// The metadata last read or written for each key, by entity tag: a
+    /// listing that shows the same tag shows these attributes (a listing
+    /// carries no metadata), after the attribute timeout too.
+    metas: Metas,
+    listings: moka::sync::Cache<String, Arc<Listing>>,
+    link_targets: moka::sync::Cache<String, Vec<u8>>,
+    /// The entity tag each key had when last opened for reading: the
+    /// kernel keeps its cached pages of a file whose tag is unchanged.
+    seen_tags: moka::sync::Cache<String, String>,
+    read: ReadConfig,
+    key_locks: KeyLocks,
+    /// One lock per staged data file: held by its upload while the bytes
+    /// stream, and by each write to it, so an upload never sends a file
+    /// half old and half new.
+    file_locks: KeyLocks,
+    /// The root's attributes: a bucket has no object for them, so they
+    /// last as long as the mount.
+    root: Mutex<Meta>,
+    next_fh: AtomicU64,
+    counts: Arc<Counts>,
+    /// Wakes the background uploader.
+    wake: Arc<tokio::sync::Notify>,
+}
+
+fn now() -> Timespec {
+    Timespec::now()
+}
+
+fn errno(e: StoreError) -> Errno {
+    tracing::debug!("store: {e}");
+    e.errno()
+}
+
+fn io_errno(e: std::io::Error) -> Errno {
+    Errno(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+impl ObjFs {
+    /// Opens the bucket (one listing, so a wrong bucket, key or endpoint
+    /// fails here, before anything is mounted) and the staging area, and
+    /// resumes the uploads a previous server left in the journal.
+    pub fn start(url: BucketUrl, o: ObjOptions, staging_dir: &Path) -> Result<ObjFs, StartError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("objfs-io")
+            .enable_all()
+            .build()
+            .map_err(StartError::Runtime)?;
+        let store = Arc::new(rt.block_on(Store::connect(&url, &o)));
+        rt.block_on(store.check())
+            .map_err(|error| StartError::Store {
+                url: url.to_string(),
+                error,
+            })?;
+        let staging =
+            Staging::open(staging_dir).map_err(|e| StartError::Staging(staging_dir.into(), e))?;
+        let (records, ids) = staging
+            .scan()
+            .map_err(|e| StartError::Staging(staging_dir.into(), e))?;
+        let ttl = o.attr_timeout.max(o.entry_timeout).max(o.negative_timeout);
+        let chunks = (o.read_memory / o.part_size).max(1);
+        let fs = ObjFs {
+            read: ReadConfig {
+                chunk: o.part_size,
+                max_ahead: (o.readahead / o.part_size).clamp(1, o.concurrency as u64),
+                budget: Arc::new(Semaphore::new(chunks as usize)),
+            },
+            rt,
+            store,
+            owner: (
+                rustix::process::getuid().as_raw(),
+                rustix::process::getgid().as_raw(),
+            ),
+            staging: Arc::new(staging),
+            staged: Arc::default(),
+            handles: RwLock::default(),
+            known: moka::sync::Cache::builder()
+                .max_capacity(200_000)
+                .time_to_live(ttl.max(Duration::from_millis(1)))
+                .build(),
+            metas: moka::sync::Cache::new(200_000),
+            listings: moka::sync::Cache::builder()
+                .max_capacity(64)
+                .time_to_live(ttl.max(Duration::from_millis(1)))
+                .build(),
+            link_targets: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(o.attr_timeout.max(Duration::from_millis(1)))
+                .build(),
+            seen_tags: moka::sync::Cache::new(100_000),
+            key_locks: KeyLocks::default(),
+            file_locks: KeyLocks::default(),
+            root: Mutex::new(Meta {
+                mode: libc::S_IFDIR | (0o777 & !o.umask),
+                uid: rustix::process::getuid().as_raw(),
+                gid: rustix::process::getgid().as_raw(),
+                mtime: now(),
+                ctime: now(),
+            }),
+            next_fh: AtomicU64::new(ids.iter().max().map_or(1, |m| m + 1)),
+            counts: Arc::default(),
+            wake: Arc::default(),
+            url,
+            o,
+        };
+        fs.resume(records);
+        Ok(fs)
+    }
+
+    /// The journal's records become staged files waiting for upload, and
+    /// the background uploader starts on them.
+    fn resume(&self, records: Vec<Record>) {
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        for r in records {
+            let file = match self.staging.reopen(r.id) {
+                Ok(f) => Arc::new(f),
+                Err(e) => {
+                    tracing::error!(
+                        "objfs: journal record {} ({}) has no data: {e}",
+                        r.id,
+                        r.key
+                    );
+                    continue;
+                }
+            };
+            // Two records for one key: the later one (higher id) wins.
+            if let Some(old) = t.remove(&r.key) {
+                let _ = self.staging.forget(old.id);
+                self.staging.remove(old.id);
+            }
+            tracing::info!("objfs: resuming the upload of {}", r.key);
+            t.insert(
+                r.key.clone(),
+                Staged {
+                    id: r.id,
+                    file,
+                    meta: r.meta(),
+                    writers: 0,
+                    dirty: false,
+                    pending: true,
+                },
+            );
+        }
+        drop(t);
+        let uploader = self.uploader();
+        let wake = self.wake.clone();
+        self.rt.spawn(async move { uploader.run(wake).await });
+    }
+
+    fn uploader(&self) -> Uploader {
+        Uploader {
+            store: self.store.clone(),
+            staging: self.staging.clone(),
+            staged: self.staged.clone(),
+            part_size: self.o.part_size,
+            concurrency: self.o.concurrency,
+            counts: self.counts.clone(),
+            known: self.known.clone(),
+            metas: self.metas.clone(),
+            locks: self.key_locks.clone(),
+            file_locks: self.file_locks.clone(),
+        }
+    }
+
+    fn key(&self, path: &Path) -> String {
+        let rel = path.as_os_str().as_bytes();
+        let rel = rel.strip_prefix(b"/").unwrap_or(rel);
+        format!("{}{}", self.url.prefix, String::from_utf8_lossy(rel))
+    }
+
+    /// The prefix a directory's children share.
+    fn dir_prefix(&self, key: &str) -> String {
+        if key.len() == self.url.prefix.len() {
+            key.to_string()
+        } else {
+            format!("{key}/")
+        }
+    }
+
+    fn is_root(&self, key: &str) -> bool {
+        key.len() == self.url.prefix.len()
+    }
+
+    fn parent_and_name<'k>(&self, key: &'k str) -> (String, &'k str) {
+        let rel = &key[self.url.prefix.len()..];
+        match rel.rfind('/') {
+            Some(i) => (format!("{}{}/", self.url.prefix, &rel[..i]), &rel[i + 1..]),
+            None => (self.url.prefix.clone(), rel),
+        }
+    }
+
+    fn default_meta(&self, kind: u32, modified: i64) -> Meta {
+        let perm = if kind == libc::S_IFDIR { 0o777 } else { 0o666 };
+        let t = Timespec {
+            sec: modified,
+            nsec: 0,
+        };
+        Meta {
+            mode: kind | (perm & !self.o.umask),
+            uid: self.owner.0,
+            gid: self.owner.1,
+            mtime: t,
+            ctime: t,
+        }
+    }
+
+    fn attr(&self, kind: u32, size: u64, meta: &Meta) -> FileAttr {
+        let mut a = FileAttr::synthetic(0, kind | (meta.mode & 0o7777), size, meta.mtime);
+        a.ctime = meta.ctime;
+        a.uid = meta.uid;
+        a.gid = meta.gid;
+        a.blksize = 1 << 20;
+        a
+    }
+
+    fn attr_of(&self, k: &Known) -> Option<FileAttr> {
+        match k {
+            Known::File { size, meta, .. } => Some(self.attr(meta.kind(), *size, meta)),
+            Known::Dir { meta, .. } => Some(self.attr(libc::S_IFDIR, 0, meta)),
+            Known::Missing => None,
+        }
+    }
+
+    fn remember(&self, key: &str, k: Known) {
+        note_meta(&self.metas, key, &k);
+        self.known.insert(key.to_string(), (Instant::now(), k));
+    }
+
+    /// The metadata of an object a listing shows, if this mount read or
+    /// wrote that version of it.
+    fn listed_meta(&self, key: &str, info: &ObjectInfo) -> Option<Meta> {
+        let (tag, meta) = self.metas.get(key)?;
+        (info.etag.as_ref() == Some(&tag)).then_some(meta)
+    }
+
+    fn cached(&self, key: &str) -> Option<Known> {
+        let (at, k) = self.known.get(key)?;
+        let ttl = match k {
+            Known::Missing => self.o.negative_timeout,
+            _ => self.o.attr_timeout,
+        };
+        (at.elapsed() < ttl).then_some(k)
+    }
+
+    fn staged_attr(&self, key: &str) -> Option<FileAttr> {
+        let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        let s = t.by_key.get(key)?;
+        let size = s.file.metadata().map_or(0, |m| m.len());
+        Some(self.attr(s.meta.kind(), size, &s.meta))
+    }
+
+    /// Changes made through this mount: the parent's cached listing
+    /// follows them.
+    fn listed(&self, key: &str, entry: Option<(EntryKind, Option<ObjectInfo>)>) {
+        let (parent, name) = self.parent_and_name(key);
+        if let Some(l) = self.listings.get(&parent) {
+            let mut e = l.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            match entry {
+                Some(v) => e.insert(name.to_string(), v),
+                None => e.remove(name),
+            };
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// What `key` is, asking the store at most twice (a listing that
+    /// answers for a file and a directory of that name at once, then the
+    /// file's metadata), and not at all while the answer is cached.
+    fn lookup(&self, key: &str) -> FsResult<Known> {
+        if let Some(k) = self.cached(key) {
+            if !matches!(k, Known::File { exact: false, .. }) {
+                self.counts.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(k);
+            }
+        }
+        self.counts.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let (parent, name) = self.parent_and_name(key);
+        let listed = self.listings.get(&parent).and_then(|l| {
+            if l.at.elapsed() >= self.o.negative_timeout.min(self.o.entry_timeout) {
+                return None;
+            }
+            let e = l.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            Some(e.get(name).cloned())
+        });
+        let found = match listed {
+            Some(None) => Known::Missing,
+            Some(Some((EntryKind::Dir, _))) => Known::Dir {
+                meta: self.default_meta(libc::S_IFDIR, 0),
+            },
+            Some(Some((EntryKind::File, Some(info)))) => match self.listed_meta(key, &info) {
+                Some(meta) => Known::File {
+                    size: info.size,
+                    etag: info.etag,
+                    meta,
+                    exact: true,
+                },
+                None => self.head(key)?,
+            },
+            Some(Some((EntryKind::File, None))) => self.head(key)?,
+            None => self.probe(key)?,
+        };
+        self.remember(key, found.clone());
+        Ok(found)
+    }
+
+    fn head(&self, key: &str) -> FsResult<Known> {
+        match self.block_on(self.store.head(key)) {
+            Ok(info) => Ok(self.known_file(info)),
+            Err(StoreError::NotFound) => Ok(Known::Missing),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn known_file(&self, info: ObjectInfo) -> Known {
+        let meta = Meta::from_headers(
+            info.metadata.as_ref(),
+            self.default_meta(libc::S_IFREG, info.modified),
+        );
+        Known::File {
+            size: info.size,
+            etag: info.etag,
+            meta,
+            exact: true,
+        }
+    }
+
+    /// One listing from `key`: a key equal to it is a file, a prefix
+    /// `key/` a directory (which wins, as its subtree would otherwise be
+    /// out of reach).
+    fn probe(&self, key: &str) -> FsResult<Known> {
+        let dir = format!("{key}/");
+        let mut token = None;
+        let mut file = None;
+        loop {
+            let page = self
+                .block_on(self.store.list(key, Some("/"), 1000, token))
+                .map_err(errno)?;
+            let marker = page.objects.iter().find(|(k, _)| *k == dir);
+            if page.prefixes.contains(&dir) || marker.is_some() {
+                return Ok(Known::Dir {
+                    meta: self.default_meta(libc::S_IFDIR, marker.map_or(0, |m| m.1.modified)),
+                });
+            }
+            if page.objects.iter().any(|(k, _)| k == key) {
+                file = Some(());
+            }
+            // Keys sort as bytes: once past `key/`, neither can follow.
+            let past = page
+                .objects
+                .last()
+                .map(|(k, _)| k.as_str())
+                .into_iter()
+                .chain(page.prefixes.last().map(String::as_str))
+                .any(|k| k > dir.as_str());
+            match page.next {
+                Some(t) if !past => token = Some(t),
+                _ => break,
+            }
+        }
+        match file {
+            Some(()) => self.head(key),
+            None => Ok(Known::Missing),
+        }
+    }
+
+    /// Every entry of a directory, from the cache or by listing its
+    /// prefix (`ceil(N/1000)` requests, no HEAD).
+    fn listing(&self, prefix: &str) -> FsResult<Arc<Listing>> {
+        if let Some(l) = self.listings.get(prefix) {
+            if l.at.elapsed() < self.o.entry_timeout {
+                return Ok(l);
+            }
+        }
+        let mut entries = BTreeMap::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .block_on(self.store.list(prefix, Some("/"), 1000, token))
+                .map_err(errno)?;
+            for (k, info) in page.objects {
+                let name = &k[prefix.len()..];
+                // A directory's marker, where a store lists it as an
+                // object rather than folding it into a prefix.
+                if let Some(dir) = name.strip_suffix('/') {
+                    if usable_name(dir) {
+                        entries.insert(dir.to_string(), (EntryKind::Dir, None));
+                    }
+                } else if usable_name(name) {
+                    entries
+                        .entry(name.to_string())
+                        .or_insert((EntryKind::File, Some(info)));
+                }
+            }
+            for p in page.prefixes {
+                let name = p[prefix.len()..].trim_end_matches('/');
+                if usable_name(name) {
+                    entries.insert(name.to_string(), (EntryKind::Dir, None));
+                }
+            }
+            match page.next {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        let l = Arc::new(Listing {
+            at: Instant::now(),
+            entries: Mutex::new(entries),
+        });
+        self.listings.insert(prefix.to_string(), l.clone());
+        Ok(l)
+    }
+
+    fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn handle(&self, fh: FileHandle) -> FsResult<Arc<Handle>> {
+        self.handles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&fh.0)
+            .cloned()
+            .ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, fh: u64, h: Handle) {
+        self.handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(fh, Arc::new(h));
+    }
+
+    /// A staged copy of `key` to change: the one already staged, or a new
+    /// one (`contents`: download the object first; else empty).
+    fn stage(&self, key: &str, meta: Meta, contents: bool) -> FsResult<(u64, Arc<File>)> {
+        if let Some(s) = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .get_mut(key)
+        {
+            s.writers += 1;
+            return Ok((s.id, s.file.clone()));
+        }
+        let id = self.new_fh();
+        let file = self.staging.create(id).map_err(io_errno)?;
+        if contents {
+            if let Err(e) = self.block_on(self.store.download(key, &file)) {
+                self.staging.remove(id);
+                return Err(errno(e));
+            }
+        }
+        let file = Arc::new(file);
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another thread staged it meanwhile: use theirs.
+        if let Some(s) = t.by_key.get_mut(key) {
+            s.writers += 1;
+            let out = (s.id, s.file.clone());
+            drop(t);
+            self.staging.remove(id);
+            return Ok(out);
+        }
+        t.insert(
+            key.to_string(),
+            Staged {
+                id,
+                file: file.clone(),
+                meta,
+                writers: 1,
+                dirty: !contents,
+                pending: false,
+            },
+        );
+        Ok((id, file))
+    }
+
+    /// A changed staged file becomes an upload: journaled, then (with
+    /// `wait`) uploaded before this returns. A store that cannot be
+    /// reached leaves it in the journal for the background uploader, and
+    /// this still succeeds: the data is safe.
+    fn seal(&self, id: u64, wait: bool) -> FsResult<()> {
+        let record = {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(key) = t.key_of.get(&id).cloned() else {
+                return Ok(()); // unlinked while open: nothing to upload
+            };
+            let s = t.by_key.get_mut(&key).expect("key_of and by_key agree");
+            if !(s.dirty || wait && s.pending) {
+                return Ok(());
+            }
+            if s.dirty {
+                s.dirty = false;
+                s.pending = true;
+                let r = Record::new(id, &key, &s.meta);
+                self.staging.journal(&r, &s.file).map_err(io_errno)?;
+            }
+            key
+        };
+        if !wait {
+            self.wake.notify_one();
+            return Ok(());
+        }
+        let uploader = self.uploader();
+        match self.block_on(uploader.upload(&record)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_transient() => {
+                tracing::warn!("objfs: {record} stays in the journal: {e}");
+                self.wake.notify_one();
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("objfs: uploading {record}: {e}");
+                Err(errno(e))
+            }
+        }
+    }
+
+    /// The file's handle is gone: a staged file nobody writes and nothing
+    /// waits to upload leaves the staging area.
+    fn unstage_if_idle(&self, id: u64) {
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = t.orphans.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                t.orphans.remove(&id);
+                self.staging.remove(id);
+            }
+            return;
+        }
+        let Some(key) = t.key_of.get(&id).cloned() else {
+            return;
+        };
+        let s = t.by_key.get_mut(&key).expect("key_of and by_key agree");
+        s.writers = s.writers.saturating_sub(1);
+        if s.writers == 0 && !s.dirty && !s.pending {
+            t.remove(&key);
+            self.staging.remove(id);
+        }
+    }
+
+    /// A new file's metadata: `kind`, `mode` less `umask`, the caller's
+    /// ids, times now.
+    fn new_meta(&self, ctx: &Ctx, kind: u32, mode: u32, umask: u32) -> Meta {
+        let t = now();
+        Meta {
+            mode: kind | (mode & 0o7777 & !umask),
+            uid: ctx.uid,
+            gid: ctx.gid,
+            mtime: t,
+            ctime: t,
+        }
+    }
+
+    /// A small object put whole (a symlink's target, an empty file), the
+    /// key made a file of `meta`.
+    fn put_small(&self, key: &str, body: Vec<u8>, meta: Meta) -> FsResult<FileAttr> {
+        let size = body.len() as u64;
+        let etag = self
+            .with_key(
+                key,
+                self.store
+                    .put(key, Body::Bytes(body), meta.to_headers(), None, false),
+            )
+            .map_err(errno)?;
+        let k = Known::File {
+            size,
+            etag,
+            meta,
+            exact: true,
+        };
+        let a = self.attr_of(&k).expect("a file");
+        self.remember(key, k);
+        self.listed(key, Some((EntryKind::File, None)));
+        Ok(a)
+    }
+
+    /// Waits out any upload of `key` in flight, runs `f`.
+    fn with_key<T>(&self, key: &str, f: impl std::future::Future<Output = T>) -> T {
+        let lock = self.key_locks.of(key);
+        self.block_on(async {
+            let _g = lock.lock().await;
+            f.await
+        })
+    }
+
+    /// Every key under `prefix`, all pages.
+    fn all_keys(&self, prefix: &str) -> FsResult<Vec<String>> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .block_on(self.store.list(prefix, None, 1000, token))
+                .map_err(errno)?;
+            keys.extend(page.objects.into_iter().map(|(k, _)| k));
+            match page.next {
+                Some(t) => token = Some(t),
+                None => return Ok(keys),
+            }
+        }
+    }
+
+    fn rename_dir(&self, from: &str, to: &str) -> FsResult<()> {
+        let (fp, tp) = (format!("{from}/"), format!("{to}/"));
+        if !self.all_keys(&tp)?.iter().all(|k| *k == tp) {
+            return Err(Errno::ENOTEMPTY);
+        }
+        // Staged files under the directory move with it, locally, once
+        // any upload of theirs in flight has landed (and is copied below).
+        let moving: Vec<String> = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut m: Vec<String> = t
+                .by_key
+                .keys()
+                .filter(|k| k.starts_with(&fp))
+                .cloned()
+                .collect();
+            m.sort();
+            m
+        };
+        let locks: Vec<_> = moving.iter().map(|k| self.key_locks.of(k)).collect();
+        let _held = self.block_on(async {
+            let mut held = Vec::new();
+            for l in &locks {
+                held.push(l.clone().lock_owned().await);
+            }
+            held
+        });
+        {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            for k in moving {
+                let Some(mut s) = t.remove(&k) else { continue };
+                let nk = format!("{tp}{}", &k[fp.len()..]);
+                s.dirty = true;
+                if s.pending {
+                    let _ = self.staging.forget(s.id);
+                    s.pending = false;
+                }
+                t.insert(nk, s);
+            }
+        }
+        let keys = self.all_keys(&fp)?;
+        let store = self.store.clone();
+        let concurrency = self.o.concurrency;
+        let copied = self.block_on(async {
+            let sem = Arc::new(Semaphore::new(concurrency));
+            let mut set = tokio::task::JoinSet::new();
+            for k in keys.clone() {
+                let (store, sem) = (store.clone(), sem.clone());
+                let nk = format!("{tp}{}", &k[fp.len()..]);
+                set.spawn(async move {
+                    let _p = sem.acquire_owned().await;
+                    store.copy(&k, &nk, None).await
+                });
+            }
+            let mut first_error = None;
+            while let Some(r) = set.join_next().await {
+                if let Ok(Err(e)) | Err(e) = r.map_err(|e| StoreError::Other(e.to_string())) {
+                    first_error.get_or_insert(e);
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        });
+        // A failed copy leaves the source whole: nothing was deleted yet.
+        copied.map_err(errno)?;
+        let ids: Vec<u64> = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            t.by_key
+                .iter()
+                .filter(|(k, _)| k.starts_with(&tp))
+                .map(|(_, s)| s.id)
+                .collect()
+        };
+        for id in ids {
+            self.seal(id, self.o.upload == Upload::OnClose)?;
+        }
+        self.block_on(async {
+            let sem = Arc::new(Semaphore::new(concurrency));
+            let mut set = tokio::task::JoinSet::new();
+            for k in keys {
+                let (store, sem) = (store.clone(), sem.clone());
+                set.spawn(async move {
+                    let _p = sem.acquire_owned().await;
+                    store.delete(&k).await
+                });
+            }
+            let mut first_error = None;
+            while let Some(r) = set.join_next().await {
+                if let Ok(Err(e)) = r {
+                    first_error.get_or_insert(e);
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        })
+        .map_err(errno)?;
+        self.known.invalidate_all();
+        self.listings.invalidate_all();
+        Ok(())
+    }
+
+    /// Stores `meta` for `key`; the object's new tag where it was copied.
+    fn set_meta(&self, key: &str, known: &Known, meta: Meta) -> FsResult<Option<String>> {
+        {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(s) = t.by_key.get_mut(key) {
+                s.meta = meta;
+                if s.pending && s.writers == 0 {
+                    // Rewritten in place: the upload carries the change.
+                    let r = Record::new(s.id, key, &meta);
+                    self.staging.journal(&r, &s.file).map_err(io_errno)?;
+                } else {
+                    s.dirty = true;
+                }
+                return Ok(None);
+            }
+        }
+        match known {
+            Known::File { .. } => {
+                return self
+                    .with_key(key, self.store.copy(key, key, Some(meta.to_headers())))
+                    .map_err(errno)
+            }
+            Known::Dir { .. } => {
+                let marker = format!("{key}/");
+                self.block_on(self.store.put(
+                    &marker,
+                    Body::Bytes(Vec::new()),
+                    meta.to_headers(),
+                    Some(DIRECTORY_TYPE),
+                    false,
+                ))
+                .map_err(errno)?;
+            }
+            Known::Missing => return Err(Errno::ENOENT),
+        }
+        Ok(None)
+    }
+
+    /// A directory's entries for one open handle: the listing, with what
+    /// this mount knows better, and the files staged under it.
+    fn dir_snapshot(&self, path: &Path) -> FsResult<DirList> {
+        let key = self.key(path);
+        let prefix = self.dir_prefix(&key);
+        // Staged files first: one uploaded (and unstaged) while the store
+        // is listed is then in one of the two.
+        let staged: Vec<(String, FileAttr)> = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            t.by_key
+                .iter()
+                .filter_map(|(k, s)| {
+                    let name = k.strip_prefix(&prefix).filter(|n| !n.contains('/'))?;
+                    let size = s.file.metadata().map_or(0, |m| m.len());
+                    Some((name.to_string(), self.attr(s.meta.kind(), size, &s.meta)))
+                })
+                .collect()
+        };
+        let listing = self.listing(&prefix)?;
+        let mut entries: BTreeMap<String, (FileType, Option<FileAttr>)> = listing
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, (kind, info))| {
+                let full = format!("{prefix}{name}");
+                let known = self.cached(&full).filter(|k| !matches!(k, Known::Missing));
+                let attr = match (known, kind, info) {
+                    (Some(k), _, _) => self.attr_of(&k),
+                    (None, EntryKind::Dir, _) => {
+                        Some(self.attr(libc::S_IFDIR, 0, &self.default_meta(libc::S_IFDIR, 0)))
+                    }
+                    (None, EntryKind::File, Some(i)) => {
+                        let meta = self
+                            .listed_meta(&full, i)
+                            .unwrap_or_else(|| self.default_meta(libc::S_IFREG, i.modified));
+                        Some(self.attr(meta.kind(), i.size, &meta))
+                    }
+                    (None, EntryKind::File, None) => None,
+                };
+                let ft = match attr.map(|a| a.mode & libc::S_IFMT) {
+                    Some(libc::S_IFDIR) => FileType::Directory,
+                    Some(libc::S_IFLNK) => FileType::Symlink,
+                    _ if *kind == EntryKind::Dir => FileType::Directory,
+                    _ => FileType::RegularFile,
+                };
+                (name.clone(), (ft, attr))
+            })
+            .collect();
+        for (name, attr) in staged {
+            entries.insert(name, (FileType::RegularFile, Some(attr)));
+        }
+        let mut list = vec![
+            (OsString::from("."), FileType::Directory, None),
+            (OsString::from(".."), FileType::Directory, None),
+        ];
+        list.extend(
+            entries
+                .into_iter()
+                .map(|(n, (ft, a))| (OsString::from(n), ft, a)),
+        );
+        Ok(list)
+    }
+
+    fn meta_of(&self, k: &Known) -> Meta {
+        match k {
+            Known::File { meta, .. } | Known::Dir { meta, .. } => *meta,
+            Known::Missing => self.default_meta(libc::S_IFREG, 0),
+        }
+    }
+}
+
+/// A name a listing may show: not empty, `.` or `..` (keys such as
+/// `a//b` or `a/./b` are out of reach of a path).
+fn usable_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['\0', '/'])
+}
+
+/// Metadata by key: (entity tag, metadata).
+type Metas = moka::sync::Cache<String, (String, Meta)>;
+
+fn note_meta(metas: &Metas, key: &str, k: &Known) {
+    if let Known::File {
+        etag: Some(tag),
+        meta,
+        exact: true,
+        ..
+    } = k
+    {
+        metas.insert(key.to_string(), (tag.clone(), *meta));
+    }
+}
+
+/// One async lock per key being changed: an upload, a delete or a copy
+/// of a key waits for the one in flight, so a slow upload cannot land
+/// after the unlink or rename that followed it.
+#[derive(Clone, Default)]
+struct KeyLocks(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl KeyLocks {
+    fn of(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() > 4096 {
+            m.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        m.entry(key.to_string()).or_default().clone()
+    }
+}
+
+/// Uploads staged files: one key at a time per caller, in the background
+/// for the journal's leftovers and for `upload=behind`.
+struct Uploader {
+    store: Arc<Store>,
+    staging: Arc<Staging>,
+    staged: Arc<Mutex<StagedTable>>,
+    part_size: u64,
+    concurrency: usize,
+    counts: Arc<Counts>,
+    /// What this mount knows of names: an upload makes the key a file of
+    /// the uploaded size, tag and metadata.
+    known: moka::sync::Cache<String, (Instant, Known)>,
+    metas: Metas,
+    locks: KeyLocks,
+    file_locks: KeyLocks,
+}
+
+impl Uploader {
+    /// Uploads what is staged for `key` now, if anything is pending; the
+    /// record is forgotten only if no newer one replaced it meanwhile.
+    async fn upload(&self, key: &str) -> Result<(), StoreError> {
+        let lock = self.locks.of(key);
+        let _held = lock.lock().await;
+        let (id, meta, file) = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            match t.by_key.get(key) {
+                Some(s) if s.pending => (s.id, s.meta, s.file.clone()),
+                _ => return Ok(()),
+            }
+        };
+        let file_lock = self.file_locks.of(&id.to_string());
+        let _bytes_held = file_lock.lock().await;
+        let size = file
+            .metadata()
+            .map_err(|e| StoreError::Other(format!("staging: {e}")))?
+            .len();
+        let path = self.staging.path(id);
+        let headers = meta.to_headers();
+        let etag = if size <= self.part_size {
+            self.store
+                .put(
+                    key,
+                    Body::File {
+                        path: &path,
+                        offset: 0,
+                        len: size,
+                    },
+                    headers,
+                    None,
+                    false,
+                )
+                .await?
+        } else {
+            self.multipart(key, &path, size, headers).await?
+        };
+        let k = Known::File {
+            size,
+            etag,
+            meta,
+            exact: true,
+        };
+        note_meta(&self.metas, key, &k);
+        self.known.insert(key.to_string(), (Instant::now(), k));
+        self.counts.uploads.fetch_add(1, Ordering::Relaxed);
+        self.counts.upload_bytes.fetch_add(size, Ordering::Relaxed);
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = t.by_key.get_mut(key) {
+            // Still the same data, and not changed since it was sealed.
+            if s.id == id && s.meta == meta && s.pending {
+                s.pending = false;
+                let _ = self.staging.forget(id);
+                if s.writers == 0 && !s.dirty {
+                    t.remove(key);
+                    self.staging.remove(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn multipart(
+        &self,
+        key: &str,
+        path: &Path,
+        size: u64,
+        headers: HashMap<String, String>,
+    ) -> Result<Option<String>, StoreError> {
+        let upload_id = self.store.create_multipart(key, headers).await?;
+        let parts = size.div_ceil(self.part_size);
+        let sem = Arc::new(Semaphore::new(self.concurrency));
+        let mut set = tokio::task::JoinSet::new();
+        for n in 0..parts {
+            let (store, sem) = (self.store.clone(), sem.clone());
+            let (key, upload_id, path) = (key.to_string(), upload_id.clone(), path.to_path_buf());
+            let offset = n * self.part_size;
+            let len = self.part_size.min(size - offset);
+            set.spawn(async move {
+                let _p = sem.acquire_owned().await;
+                let body = Body::File {
+                    path: &path,
+                    offset,
+                    len,
+                };
+                let tag = store
+                    .upload_part(&key, &upload_id, n as i32 + 1, body)
+                    .await?;
+                Ok::<_, StoreError>((n as i32 + 1, tag))
+            });
+        }
+        let mut done = Vec::with_capacity(parts as usize);
+        let mut failed = None;
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(Ok(p)) => done.push(p),
+                Ok(Err(e)) => {
+                    failed.get_or_insert(e);
+                }
+                Err(e) => {
+                    failed.get_or_insert(StoreError::Other(e.to_string()));
+                }
+            }
+        }
+        if let Some(e) = failed {
+            let _ = self.store.abort_multipart(key, &upload_id).await;
+            return Err(e);
+        }
+        done.sort_by_key(|(n, _)| *n);
+        self.store.complete_multipart(key, &upload_id, done).await
+    }
+
+    /// Uploads pending files whenever woken, and every few seconds while
+    /// the store refuses (backing off to a minute).
+    async fn run(self, wake: Arc<tokio::sync::Notify>) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let keys: Vec<String> = {
+                let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                t.by_key
+                    .iter()
+                    .filter(|(_, s)| s.pending)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            };
+            let mut failed = false;
+            for key in keys {
+                if let Err(e) = self.upload(&key).await {
+                    tracing::warn!("objfs: upload of {key} waits: {e}");
+                    self.counts.upload_retries.fetch_add(1, Ordering::Relaxed);
+                    failed = true;
+                }
+            }
+            if failed {
+                let _ = tokio::time::timeout(backoff, wake.notified()).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            } else {
+                backoff = Duration::from_secs(1);
+                let _ = tokio::time::timeout(Duration::from_secs(5), wake.notified()).await;
+            }
+        }
+    }
+}
+
+impl PathFilesystem for ObjFs {
+    fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            entry: self.o.entry_timeout,
+            attr: self.o.attr_timeout,
+            negative: self.o.negative_timeout,
+        }
+    }
+
+    fn node_ids_as_inos(&self) -> bool {
+        true
+    }
+
+    fn getattr(&self, _ctx: &Ctx, path: &Path, fh: Option<FileHandle>) -> FsResult<FileAttr> {
+        let key = self.key(path);
+        if self.is_root(&key) {
+            let meta = *self.root.lock().unwrap_or_else(PoisonError::into_inner);
+            return Ok(self.attr(libc::S_IFDIR, 0, &meta));
+        }
+        if let Some(fh) = fh {
+            if let Ok(h) = self.handle(fh) {
+                if let Handle::Remote(_, attr) = &*h {
+                    return Ok(*attr);
+                }
+                if let Handle::Staged { id, file, .. } = &*h {
+                    let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                    let meta = t
+                        .key_of
+                        .get(id)
+                        .and_then(|k| t.by_key.get(k))
+                        .map_or(self.default_meta(libc::S_IFREG, now().sec), |s| s.meta);
+                    let size = file.metadata().map_or(0, |m| m.len());
+                    return Ok(self.attr(meta.kind(), size, &meta));
+                }
+            }
+        }
+        if let Some(a) = self.staged_attr(&key) {
+            return Ok(a);
+        }
+        let k = self.lookup(&key)?;
+        self.attr_of(&k).ok_or(Errno::ENOENT)
+    }
+
+    fn setattr(&self, ctx: &Ctx, path: &Path, attr: &SetAttr) -> FsResult<FileAttr> {
+        let key = self.key(path);
+        if self.is_root(&key) {
+            let mut m = self.root.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(mode) = attr.mode {
+                m.mode = libc::S_IFDIR | (mode & 0o7777);
+            }
+            m.uid = attr.uid.unwrap_or(m.uid);
+            m.gid = attr.gid.unwrap_or(m.gid);
+            match attr.mtime {
+                Some(TimeOrNow::Specific(t)) => m.mtime = t,
+                Some(TimeOrNow::Now) => m.mtime = now(),
+                None => {}
+            }
+            m.ctime = now();
+            return Ok(self.attr(libc::S_IFDIR, 0, &m));
+        }
+        let staged_meta = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .get(&key)
+            .map(|s| s.meta);
+        let known = match staged_meta {
+            Some(meta) => Known::File {
+                size: 0,
+                etag: None,
+                meta,
+                exact: true,
+            },
+            None => self.lookup(&key)?,
+        };
+        if matches!(known, Known::Missing) {
+            return Err(Errno::ENOENT);
+        }
+        if let Some(size) = attr.size {
+            if matches!(known, Known::Dir { .. }) {
+                return Err(Errno::EISDIR);
+            }
+            let meta = Meta {
+                mtime: now(),
+                ctime: now(),
+                ..self.meta_of(&known)
+            };
+            let (id, file) = self.stage(&key, meta, size > 0)?;
+            let lock = self.file_locks.of(&id.to_string());
+            let held = self.block_on(lock.lock_owned());
+            let r = file.set_len(size).map_err(io_errno);
+            drop(held);
+            {
+                let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(s) = t.by_key.get_mut(&key) {
+                    s.dirty = true;
+                    s.meta.mtime = meta.mtime;
+                    s.meta.ctime = meta.ctime;
+                }
+            }
+            let sealed = r.and_then(|()| self.seal(id, self.o.upload == Upload::OnClose));
+            self.unstage_if_idle(id);
+            sealed?;
+            self.listed(&key, Some((EntryKind::File, None)));
+        }
+        let changes_meta = attr.mode.is_some()
+            || attr.uid.is_some()
+            || attr.gid.is_some()
+            || attr.atime.is_some()
+            || attr.mtime.is_some();
+        let known = match self.staged_attr(&key) {
+            Some(_) => known,
+            None if attr.size.is_some() => self.lookup(&key)?,
+            None => known,
+        };
+        if changes_meta {
+            let mut meta = self
+                .staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .by_key
+                .get(&key)
+                .map_or(self.meta_of(&known), |s| s.meta);
+            if let Some(m) = attr.mode {
+                meta.mode = meta.kind() | (m & 0o7777);
+            }
+            meta.uid = attr.uid.unwrap_or(meta.uid);
+            meta.gid = attr.gid.unwrap_or(meta.gid);
+            match attr.mtime {
+                Some(TimeOrNow::Specific(t)) => meta.mtime = t,
+                Some(TimeOrNow::Now) => meta.mtime = now(),
+                None => {}
+            }
+            meta.ctime = now();
+            let _ = ctx;
+            let copied = self.set_meta(&key, &known, meta)?;
+            let updated = match known {
+                Known::File { size, etag, .. } => Known::File {
+                    size,
+                    etag: copied.or(etag),
+                    meta,
+                    exact: true,
+                },
+                Known::Dir { .. } => Known::Dir { meta },
+                Known::Missing => Known::Missing,
+            };
+            self.remember(&key, updated);
+        }
+        if let Some(a) = self.staged_attr(&key) {
+            return Ok(a);
+        }
+        let k = self.lookup(&key)?;
+        self.attr_of(&k).ok_or(Errno::ENOENT)
+    }
+
+    fn readlink(&self, _ctx: &Ctx, path: &Path, out: &mut DataOut) -> FsResult<()> {
+        let key = self.key(path);
+        let target = match self.link_targets.get(&key) {
+            Some(t) => t,
+            None => {
+                let t = self
+                    .block_on(self.store.get(&key, 0, None))
+                    .map_err(errno)?;
+                self.link_targets.insert(key, t.clone());
+                t
+            }
+        };
+        out.extend_from_slice(&target);
+        Ok(())
+    }
+
+    fn symlink(&self, ctx: &Ctx, target: &OsStr, link_path: &Path) -> FsResult<FileAttr> {
+        let key = self.key(link_path);
+        let meta = self.new_meta(ctx, libc::S_IFLNK, 0o777, 0);
+        let a = self.put_small(&key, target.as_bytes().to_vec(), meta)?;
+        self.link_targets.insert(key, target.as_bytes().to_vec());
+        Ok(a)
+    }
+
+    fn mknod(&self, ctx: &Ctx, path: &Path, args: &Mknod) -> FsResult<FileAttr> {
+        if args.mode & libc::S_IFMT != libc::S_IFREG {
+            // Objects are files, directories and links only.
+            return Err(Errno::EPERM);
+        }
+        let meta = self.new_meta(ctx, libc::S_IFREG, args.mode, args.umask);
+        self.put_small(&self.key(path), Vec::new(), meta)
+    }
+
+    fn mkdir(&self, ctx: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
+        let key = self.key(path);
+        let meta = self.new_meta(ctx, libc::S_IFDIR, args.mode, args.umask);
+        self.block_on(self.store.put(
+            &format!("{key}/"),
+            Body::Bytes(Vec::new()),
+            meta.to_headers(),
+            Some(DIRECTORY_TYPE),
+            false,
+        ))
+        .map_err(errno)?;
+        let k = Known::Dir { meta };
+        let a = self.attr_of(&k).expect("a directory");
+        self.remember(&key, k);
+        self.listed(&key, Some((EntryKind::Dir, None)));
+        // An empty directory lists as empty without asking.
+        self.listings.insert(
+            format!("{key}/"),
+            Arc::new(Listing {
+                at: Instant::now(),
+                entries: Mutex::default(),
+            }),
+        );
+        Ok(a)
+    }
+
+    fn unlink(&self, _ctx: &Ctx, path: &Path) -> FsResult<()> {
+        let key = self.key(path);
+        let staged = {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let s = t.remove(&key);
+            if let Some(s) = &s {
+                let _ = self.staging.forget(s.id);
+                if s.writers > 0 {
+                    t.orphans.insert(s.id, s.writers);
+                } else {
+                    self.staging.remove(s.id);
+                }
+            }
+            s.is_some()
+        };
+        let r = self.with_key(&key, self.store.delete(&key));
+        self.link_targets.invalidate(&key);
+        self.remember(&key, Known::Missing);
+        self.listed(&key, None);
+        match r {
+            Ok(()) => Ok(()),
+            Err(StoreError::NotFound) if staged => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _ctx: &Ctx, path: &Path) -> FsResult<()> {
+        let key = self.key(path);
+        let prefix = format!("{key}/");
+        if self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .keys()
+            .any(|k| k.starts_with(&prefix))
+        {
+            return Err(Errno::ENOTEMPTY);
+        }
+        let page = self
+            .block_on(self.store.list(&prefix, None, 2, None))
+            .map_err(errno)?;
+        if page.objects.iter().any(|(k, _)| *k != prefix) {
+            return Err(Errno::ENOTEMPTY);
+        }
+        if page.objects.is_empty() {
+            // A directory without a marker and without files is gone.
+            self.remember(&key, Known::Missing);
+            self.listed(&key, None);
+            return Ok(());
+        }
+        self.block_on(self.store.delete(&prefix)).map_err(errno)?;
+        self.remember(&key, Known::Missing);
+        self.listings.invalidate(&prefix);
+        self.listed(&key, None);
+        Ok(())
+    }
+
+    fn rename(&self, _ctx: &Ctx, from: &Path, to: &Path, flags: u32) -> FsResult<()> {
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            // Two keys cannot trade places at once in S3.
+            return Err(Errno::EINVAL);
+        }
+        let (fk, tk) = (self.key(from), self.key(to));
+        let from_staged = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .contains_key(&fk);
+        let source = if from_staged {
+            Known::File {
+                size: 0,
+                etag: None,
+                meta: self.default_meta(libc::S_IFREG, 0),
+                exact: false,
+            }
+        } else {
+            self.lookup(&fk)?
+        };
+        let target_exists =
+            self.staged_attr(&tk).is_some() || !matches!(self.lookup(&tk)?, Known::Missing);
+        if flags & libc::RENAME_NOREPLACE != 0 && target_exists {
+            return Err(Errno::EEXIST);
+        }
+        match source {
+            Known::Missing => return Err(Errno::ENOENT),
+            Known::Dir { .. } => {
+                self.rename_dir(&fk, &tk)?;
+                return Ok(());
+            }
+            Known::File { .. } => {}
+        }
+        // The target's own staged copy (a file open under that name) is
+        // replaced: its handles keep their data, unlinked.
+        {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(old) = t.remove(&tk) {
+                let _ = self.staging.forget(old.id);
+                if old.writers > 0 {
+                    t.orphans.insert(old.id, old.writers);
+                } else {
+                    self.staging.remove(old.id);
+                }
+            }
+        }
+        let moved = {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            match t.remove(&fk) {
+                Some(mut s) => {
+                    if s.pending {
+                        let _ = self.staging.forget(s.id);
+                        s.pending = false;
+                    }
+                    s.dirty = true;
+                    let id = s.id;
+                    t.insert(tk.clone(), s);
+                    Some(id)
+                }
+                None => None,
+            }
+        };
+        match moved {
+            // Staged data goes up under its new name; the old key goes.
+            Some(id) => {
+                self.seal(id, self.o.upload == Upload::OnClose)?;
+                let r = self.with_key(&fk, self.store.delete(&fk));
+                if let Err(e) = r {
+                    if e != StoreError::NotFound {
+                        return Err(errno(e));
+                    }
+                }
+            }
+            None => {
+                let store = self.store.clone();
+                self.with_key(&fk, async {
+                    store.copy(&fk, &tk, None).await?;
+                    store.delete(&fk).await
+                })
+                .map_err(errno)?;
+            }
+        }
+        if let Some(t) = self.link_targets.remove(&fk) {
+            self.link_targets.insert(tk.clone(), t);
+        }
+        // A copied object keeps what was known of it; a staged one's
+        // upload has just told the cache what it is.
+        let moved_known = self.cached(&fk).filter(|_| moved.is_none());
+        self.remember(&fk, Known::Missing);
+        self.listed(&fk, None);
+        match moved_known {
+            Some(k @ Known::File { exact: true, .. }) => self.remember(&tk, k),
+            _ if moved.is_some() => {}
+            _ => self.known.invalidate(&tk),
+        }
+        self.listed(&tk, Some((EntryKind::File, None)));
+        Ok(())
+    }
+
+    fn link(&self, _ctx: &Ctx, _existing: &Path, _new: &Path) -> FsResult<FileAttr> {
+        // An object has one key: there is no second name for it.
+        Err(Errno::EPERM)
+    }
+
+    fn open(&self, _ctx: &Ctx, path: &Path, args: &Open) -> FsResult<Opened> {
+        let key = self.key(path);
+        let acc = args.flags & libc::O_ACCMODE;
+        let writes = acc != libc::O_RDONLY;
+        let truncate = args.flags & libc::O_TRUNC != 0;
+        let staged = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .get(&key)
+            .map(|s| (s.id, s.file.clone()));
+        let fh;
+        if writes || truncate {
+            let known = match staged {
+                Some(_) => None,
+                None => Some(self.lookup(&key)?),
+            };
+            let meta = known
+                .as_ref()
+                .map_or(self.default_meta(libc::S_IFREG, 0), |k| self.meta_of(k));
+            let (id, file) = self.stage(&key, meta, !truncate && known.is_some())?;
+            if truncate {
+                let lock = self.file_locks.of(&id.to_string());
+                let held = self.block_on(lock.lock_owned());
+                file.set_len(0).map_err(io_errno)?;
+                drop(held);
+                let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(s) = t.by_key.get_mut(&key) {
+                    s.dirty = true;
+                    s.meta.mtime = now();
+                }
+            }
+            fh = id;
+            self.add_handle(
+                fh,
+                Handle::Staged {
+                    id,
+                    file,
+                    append: args.flags & libc::O_APPEND != 0,
+                    writes: true,
+                },
+            );
+            // Writes change the object: the kernel's pages of it stay ours.
+            return Ok(Opened {
+                fh: FileHandle(fh),
+                flags: 0,
+                backing_id: 0,
+            });
+        }
+        if let Some((id, file)) = staged {
+            fh = self.new_fh();
+            self.add_handle(
+                fh,
+                Handle::Staged {
+                    id,
+                    file,
+                    append: false,
+                    writes: false,
+                },
+            );
+            return Ok(Opened::handle(fh));
+        }
+        // A reader sees the object as it is now: its size and tag are read
+        // afresh (one HEAD), unless this mount knows them exactly.
+        let known = self.lookup(&key)?;
+        let attr = self.attr_of(&known);
+        let (size, etag) = match known {
+            Known::File { size, etag, .. } => (size, etag),
+            Known::Dir { .. } => return Err(Errno::EISDIR),
+            Known::Missing => return Err(Errno::ENOENT),
+        };
+        let keep = match (&etag, self.seen_tags.get(&key)) {
+            (Some(now), Some(before)) => *now == before,
+            _ => false,
+        };
+        if let Some(t) = etag {
+            self.seen_tags.insert(key.clone(), t);
+        }
+        fh = self.new_fh();
+        let attr = attr.expect("a file");
+        self.add_handle(fh, Handle::Remote(Reader::new(key, size), attr));
+        Ok(Opened {
+            fh: FileHandle(fh),
+            flags: if keep {
+                abi::flags::fopen::KEEP_CACHE
+            } else {
+                0
+            },
+            backing_id: 0,
+        })
+    }
+
+    fn read(&self, _ctx: &Ctx, _path: &Path, args: &Read, out: &mut DataOut) -> FsResult<()> {
+        match &*self.handle(args.fh)? {
+            Handle::Remote(r, _) => {
+                let data = self
+                    .block_on(r.read(&self.store, &self.read, args.offset, args.size))
+                    .map_err(errno)?;
+                out.extend_from_slice(&data);
+                Ok(())
+            }
+            Handle::Staged { file, .. } => {
+                use std::os::fd::AsFd;
+                out.pread(file.as_fd(), args.offset, args.size as usize)
+                    .map_err(io_errno)?;
+                Ok(())
+            }
+            Handle::Dir(_) => Err(Errno::EISDIR),
+        }
+    }
+
+    fn write(&self, _ctx: &Ctx, _path: &Path, args: &Write) -> FsResult<u32> {
+        let h = self.handle(args.fh)?;
+        let Handle::Staged {
+            id,
+            file,
+            append,
+            writes: true,
+        } = &*h
+        else {
+            return Err(Errno::EBADF);
+        };
+        let lock = self.file_locks.of(&id.to_string());
+        let _held = self.block_on(lock.lock_owned());
+        let offset = if *append {
+            file.metadata().map_err(io_errno)?.len()
+        } else {
+            args.offset
+        };
+        file.write_all_at(args.data, offset).map_err(io_errno)?;
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(key) = t.key_of.get(id).cloned() {
+            let s = t.by_key.get_mut(&key).expect("key_of and by_key agree");
+            s.dirty = true;
+            s.meta.mtime = now();
+        }
+        Ok(args.data.len() as u32)
+    }
+
+    fn flush(&self, _ctx: &Ctx, _path: &Path, fh: FileHandle, _lock_owner: u64) -> FsResult<()> {
+        match &*self.handle(fh)? {
+            Handle::Staged {
+                id, writes: true, ..
+            } => self.seal(*id, self.o.upload == Upload::OnClose),
+            _ => Ok(()),
+        }
+    }
+
+    fn fsync(&self, _ctx: &Ctx, _path: &Path, fh: FileHandle, _datasync: bool) -> FsResult<()> {
+        match &*self.handle(fh)? {
+            Handle::Staged {
+                id, writes: true, ..
+            } => self.seal(*id, true),
+            _ => Ok(()),
+        }
+    }
+
+    fn release(&self, _ctx: &Ctx, _path: &Path, args: &Release) -> FsResult<()> {
+        let h = self
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&args.fh.0);
+        if let Some(h) = h {
+            if let Handle::Staged {
+                id, writes: true, ..
+            } = &*h
+            {
+                // Normally flushed already; a handle released without a
+                // flush (the kernel's own, after a crash) still uploads.
+                let r = self.seal(*id, self.o.upload == Upload::OnClose);
+                self.unstage_if_idle(*id);
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    fn create(&self, ctx: &Ctx, path: &Path, args: &Create) -> FsResult<(FileAttr, Opened)> {
+        let key = self.key(path);
+        let meta = self.new_meta(ctx, libc::S_IFREG, args.mode, args.umask);
+        if args.flags & libc::O_EXCL != 0 {
+            // Exclusive across clients where the store honours
+            // If-None-Match (AWS S3 does; Garage 2.5 does not).
+            let etag = self
+                .with_key(
+                    &key,
+                    self.store
+                        .put(&key, Body::Bytes(Vec::new()), meta.to_headers(), None, true),
+                )
+                .map_err(errno)?;
+            self.remember(
+                &key,
+                Known::File {
+                    size: 0,
+                    etag,
+                    meta,
+                    exact: true,
+                },
+            );
+        }
+        let (id, file) = self.stage(&key, meta, false)?;
+        {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(s) = t.by_key.get_mut(&key) {
+                s.meta = meta;
+                s.dirty = true;
+            }
+        }
+        self.remember(
+            &key,
+            Known::File {
+                size: 0,
+                etag: None,
+                meta,
+                exact: true,
+            },
+        );
+        file.set_len(0).map_err(io_errno)?;
+        self.add_handle(
+            id,
+            Handle::Staged {
+                id,
+                file,
+                append: args.flags & libc::O_APPEND != 0,
+                writes: true,
+            },
+        );
+        self.listed(&key, Some((EntryKind::File, None)));
+        Ok((self.attr(libc::S_IFREG, 0, &meta), Opened::handle(id)))
+    }
+
+    fn opendir(&self, _ctx: &Ctx, path: &Path, _args: &Open) -> FsResult<Opened> {
+        let list = self.dir_snapshot(path)?;
+        let fh = self.new_fh();
+        self.add_handle(fh, Handle::Dir(list));
+        Ok(Opened::handle(fh))
+    }
+
+    fn readdir(
+        &self,
+        ctx: &Ctx,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut dyn FnMut(&OsStr, FileType, u64, u64) -> bool,
+    ) -> FsResult<()> {
+        self.readdirplus(ctx, path, fh, offset, &mut |n, t, i, o, _| {
+            filler(n, t, i, o)
+        })
+    }
+
+    fn readdirplus(
+        &self,
+        _ctx: &Ctx,
+        path: &Path,
+        fh: FileHandle,
+        offset: u64,
+        filler: &mut PlusFiller<'_>,
+    ) -> FsResult<()> {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            // A directory handle restored after a crash: list afresh.
+            Err(_) => {
+                let h = Arc::new(Handle::Dir(self.dir_snapshot(path)?));
+                self.handles
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(fh.0, h.clone());
+                h
+            }
+        };
+        let Handle::Dir(list) = &*h else {
+            return Err(Errno::ENOTDIR);
+        };
+        tracing::debug!("objfs readdirplus {} @{offset}: {list:?}", path.display());
+        for (i, (name, ft, attr)) in list.iter().enumerate().skip(offset as usize) {
+            if !filler(name, *ft, 0, i as u64 + 1, attr.as_ref()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn lookups_in_readdirplus(&self) -> bool {
+        // A lookup here is a HEAD per entry: the listing's attributes are
+        // what `ls -l` gets.
+        false
+    }
+
+    fn releasedir(&self, _ctx: &Ctx, _path: &Path, args: &Release) -> FsResult<()> {
+        self.handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&args.fh.0);
+        Ok(())
+    }
+
+    fn statfs(&self, _ctx: &Ctx, _path: &Path) -> FsResult<Statfs> {
+        // A bucket has no size; say "plenty", as s3fs and rclone do.
+        let blocks = 1u64 << 40;
+        Ok(Statfs {
+            blocks,
+            bfree: blocks,
+            bavail: blocks,
+            files: 1 << 32,
+            ffree: 1 << 32,
+            bsize: 1 << 20,
+            frsize: 4096,
+            namelen: 1024,
+        })
+    }
+
+    fn restore_handle(&self, path: &Path, handle: &HandleRecord) -> FsResult<()> {
+        self.next_fh.fetch_max(handle.fh + 1, Ordering::Relaxed);
+        if handle.dir {
+            return Ok(()); // listed afresh on its next readdir
+        }
+        let key = self.key(path);
+        let flags = handle.flags as i32;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        if writes {
+            // The file's staged bytes survived the server: the handle
+            // writes on where it left off.
+            let file = Arc::new(self.staging.reopen(handle.fh).map_err(io_errno)?);
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            match t.by_key.get_mut(&key) {
+                Some(s) if s.id == handle.fh => {
+                    s.writers += 1;
+                    s.dirty = true;
+                }
+                _ => {
+                    let meta = self.default_meta(libc::S_IFREG, now().sec);
+                    t.insert(
+                        key,
+                        Staged {
+                            id: handle.fh,
+                            file: file.clone(),
+                            meta,
+                            writers: 1,
+                            dirty: true,
+                            pending: false,
+                        },
+                    );
+                }
+            }
+            drop(t);
+            self.add_handle(
+                handle.fh,
+                Handle::Staged {
+                    id: handle.fh,
+                    file,
+                    append: flags & libc::O_APPEND != 0,
+                    writes: true,
+                },
+            );
+            return Ok(());
+        }
+        if let Some((id, file)) = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .get(&key)
+            .map(|s| (s.id, s.file.clone()))
+        {
+            self.add_handle(
+                handle.fh,
+                Handle::Staged {
+                    id,
+                    file,
+                    append: false,
+                    writes: false,
+                },
+            );
+            return Ok(());
+        }
+        let known = self.lookup(&key)?;
+        let (Known::File { size, .. }, Some(attr)) = (&known, self.attr_of(&known)) else {
+            return Err(Errno::ENOENT);
+        };
+        self.add_handle(handle.fh, Handle::Remote(Reader::new(key, *size), attr));
+        Ok(())
+    }
+
+    fn restored(&self) {
+        // Data files neither journaled nor held by a restored handle were
+        // open when a server died and never closed: nothing waits for them.
+        let (referenced, handles): (Vec<u64>, Vec<u64>) = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let h = self.handles.read().unwrap_or_else(PoisonError::into_inner);
+            (
+                t.key_of.keys().copied().collect(),
+                h.keys().copied().collect(),
+            )
+        };
+        if let Ok((_, ids)) = self.staging.scan() {
+            for id in ids {
+                if !referenced.contains(&id) && !handles.contains(&id) {
+                    self.staging.remove(id);
+                }
+            }
+        }
+    }
+
+    fn counters(&self) -> Vec<FsCounter> {
+        let mut out: Vec<FsCounter> = self
+            .store
+            .counts()
+            .snapshot()
+            .into_iter()
+            .map(|(k, n)| FsCounter::new(format!("s3.{k}"), n))
+            .collect();
+        let (pending, pending_bytes) = {
+            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            t.by_key
+                .values()
+                .filter(|s| s.pending || s.dirty)
+                .fold((0, 0), |(n, b), s| {
+                    (n + 1, b + s.file.metadata().map_or(0, |m| m.len()))
+                })
+        };
+        let c = &self.counts;
+        out.push(FsCounter::new("uploads.pending", pending));
+        out.push(FsCounter::new("uploads.pending_bytes", pending_bytes));
+        out.push(FsCounter::new(
+            "uploads.done",
+            c.uploads.load(Ordering::Relaxed),
+        ));
+        out.push(FsCounter::new(
+            "uploads.bytes",
+            c.upload_bytes.load(Ordering::Relaxed),
+        ));
+        out.push(FsCounter::new(
+            "uploads.retries",
+            c.upload_retries.load(Ordering::Relaxed),
+        ));
+        out.push(FsCounter::new(
+            "metadata_cache.hits",
+            c.cache_hits.load(Ordering::Relaxed),
+        ));
+        out.push(FsCounter::new(
+            "metadata_cache.misses",
+            c.cache_misses.load(Ordering::Relaxed),
+        ));
+        let held: u64 = self
+            .handles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|h| match &**h {
+                Handle::Remote(r, _) => r.held(&self.read),
+                _ => 0,
+            })
+            .sum();
+        out.push(FsCounter::new("readahead.bytes_held", held));
+        out
+    }
+
+    fn destroy(&self) {
+        // Uploads still pending stay in the journal for the next mount.
+        let pending = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .values()
+            .filter(|s| s.pending)
+            .count();
+        if pending > 0 {
+            tracing::warn!("objfs: {pending} uploads stay in the journal for the next mount");
+        }
+    }
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}

@@ -1,0 +1,207 @@
+//! The staging area: where a file open for writing, and a closed file not
+//! yet in the store, lives on local disk, with a journal that says what
+//! each staged file is waiting to become.
+//!
+//! ```text
+//! STAGING/files/ID        the file's bytes (ID is also its handle number)
+//! STAGING/journal/ID.json a closed file awaiting upload: key, metadata, size
+//! ```
+//!
+//! A journal record is written (to a temporary name, synced, renamed,
+//! directory synced) before close(2) returns, and removed only once the
+//! object is in the store; a server that starts finds the records and
+//! uploads them (`ObjFs::resume`). A record names the data file's key as
+//! of the last rename, so a file renamed before its upload lands under its
+//! new name.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use fusebox::Timespec;
+use serde::{Deserialize, Serialize};
+
+use crate::meta::Meta;
+
+/// A closed file's upload, as the journal keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    /// The data file (`files/ID`).
+    pub id: u64,
+    /// The key it is to be stored under.
+    pub key: String,
+    /// `st_mode`.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// mtime: seconds, nanoseconds.
+    pub mtime: (i64, u32),
+    /// ctime: seconds, nanoseconds.
+    pub ctime: (i64, u32),
+}
+
+impl Record {
+    /// The record for `key`'s data in `id` with `meta`.
+    pub fn new(id: u64, key: &str, meta: &Meta) -> Record {
+        Record {
+            id,
+            key: key.into(),
+            mode: meta.mode,
+            uid: meta.uid,
+            gid: meta.gid,
+            mtime: (meta.mtime.sec, meta.mtime.nsec),
+            ctime: (meta.ctime.sec, meta.ctime.nsec),
+        }
+    }
+
+    /// Its metadata.
+    pub fn meta(&self) -> Meta {
+        Meta {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            mtime: Timespec {
+                sec: self.mtime.0,
+                nsec: self.mtime.1,
+            },
+            ctime: Timespec {
+                sec: self.ctime.0,
+                nsec: self.ctime.1,
+            },
+        }
+    }
+}
+
+/// The staging directory of one mount.
+#[derive(Debug)]
+pub struct Staging {
+    files: PathBuf,
+    journal: PathBuf,
+}
+
+impl Staging {
+    /// Opens (making it if needed) the staging area at `dir`, private to
+    /// its owner.
+    pub fn open(dir: &Path) -> io::Result<Staging> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true).mode(0o700);
+        let files = dir.join("files");
+        let journal = dir.join("journal");
+        b.create(&files)?;
+        b.create(&journal)?;
+        Ok(Staging { files, journal })
+    }
+
+    /// The data file of `id`.
+    pub fn path(&self, id: u64) -> PathBuf {
+        self.files.join(id.to_string())
+    }
+
+    /// A new, empty data file for `id` (replacing any leftover).
+    pub fn create(&self, id: u64) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(self.path(id))
+    }
+
+    /// The data file of `id`, if it is there.
+    pub fn reopen(&self, id: u64) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.path(id))
+    }
+
+    /// Removes `id`'s data file.
+    pub fn remove(&self, id: u64) {
+        if let Err(e) = fs::remove_file(self.path(id)) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!("staging: removing file {id}: {e}");
+            }
+        }
+    }
+
+    /// Makes `r` durable: after this returns, a crash of this process or
+    /// of the machine still leaves the upload to be done.
+    pub fn journal(&self, r: &Record, data: &File) -> io::Result<()> {
+        data.sync_data()?;
+        let tmp = self.journal.join(format!("{}.tmp", r.id));
+        let dst = self.journal.join(format!("{}.json", r.id));
+        let mut f = File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec(r).map_err(io::Error::other)?)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &dst)?;
+        File::open(&self.journal)?.sync_all()
+    }
+
+    /// The upload of `id` is done (or no longer wanted).
+    pub fn forget(&self, id: u64) -> io::Result<()> {
+        match fs::remove_file(self.journal.join(format!("{id}.json"))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every record in the journal, and every data file's id.
+    pub fn scan(&self) -> io::Result<(Vec<Record>, Vec<u64>)> {
+        let mut records = Vec::new();
+        for e in fs::read_dir(&self.journal)? {
+            let e = e?;
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !name.ends_with(".json") {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(&fs::read(e.path())?) {
+                Ok(r) => records.push(r),
+                Err(err) => tracing::warn!("staging: unreadable record {name}: {err}"),
+            }
+        }
+        records.sort_by_key(|r| r.id);
+        let mut ids = Vec::new();
+        for e in fs::read_dir(&self.files)? {
+            if let Some(id) = e?.file_name().to_str().and_then(|s| s.parse().ok()) {
+                ids.push(id);
+            }
+        }
+        Ok((records, ids))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_and_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let f = s.create(7).unwrap();
+        let meta = Meta {
+            mode: libc::S_IFREG | 0o640,
+            uid: 1,
+            gid: 2,
+            mtime: Timespec { sec: 5, nsec: 6 },
+            ctime: Timespec { sec: 7, nsec: 8 },
+        };
+        let r = Record::new(7, "a/b", &meta);
+        s.journal(&r, &f).unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let (records, ids) = s.scan().unwrap();
+        assert_eq!(records, std::slice::from_ref(&r));
+        assert_eq!(records[0].meta(), meta);
+        assert_eq!(ids, [7]);
+        s.forget(7).unwrap();
+        s.forget(7).unwrap();
+        s.remove(7);
+        assert_eq!(s.scan().unwrap(), (vec![], vec![]));
+    }
+}
