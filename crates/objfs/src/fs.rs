@@ -1327,7 +1327,11 @@ impl PathFilesystem for ObjFs {
                 Known::Dir { .. } => Known::Dir { meta },
                 Known::Missing => Known::Missing,
             };
-            self.remember(&key, updated);
+            // A staged file is its own truth (its upload tells the cache
+            // its size); only a stored object's new metadata is noted here.
+            if staged_meta.is_none() {
+                self.remember(&key, updated);
+            }
         }
         if let Some(a) = self.staged_attr(&key) {
             return Ok(a);
