@@ -182,7 +182,7 @@ pub struct ObjFs {
     /// One lock per staged data file: held by its upload while the bytes
     /// stream, and by each write to it, so an upload never sends a file
     /// half old and half new.
-    file_locks: KeyLocks,
+    file_locks: Locks<u64>,
     /// The root's attributes: a bucket has no object for them, so they
     /// last as long as the mount.
     root: Mutex<Meta>,
@@ -259,7 +259,7 @@ impl ObjFs {
                 .build(),
             seen_tags: moka::sync::Cache::new(100_000),
             key_locks: KeyLocks::default(),
-            file_locks: KeyLocks::default(),
+            file_locks: Locks::default(),
             root: Mutex::new(Meta {
                 mode: libc::S_IFDIR | (0o777 & !o.umask),
                 uid: rustix::process::getuid().as_raw(),
@@ -750,7 +750,7 @@ impl ObjFs {
 
     /// Waits out any upload of `key` in flight, runs `f`.
     fn with_key<T>(&self, key: &str, f: impl std::future::Future<Output = T>) -> T {
-        let lock = self.key_locks.of(key);
+        let lock = self.key_locks.of(key.to_string());
         self.block_on(async {
             let _g = lock.lock().await;
             f.await
@@ -791,7 +791,10 @@ impl ObjFs {
             m.sort();
             m
         };
-        let locks: Vec<_> = moving.iter().map(|k| self.key_locks.of(k)).collect();
+        let locks: Vec<_> = moving
+            .iter()
+            .map(|k| self.key_locks.of(k.clone()))
+            .collect();
         let _held = self.block_on(async {
             let mut held = Vec::new();
             for l in &locks {
@@ -1002,21 +1005,31 @@ fn note_meta(metas: &Metas, key: &str, k: &Known) {
     }
 }
 
-/// One async lock per key being changed: an upload, a delete or a copy
+/// One async lock per thing being changed, made on first use and
+/// dropped once nobody holds it: per key (an upload, a delete or a copy
 /// of a key waits for the one in flight, so a slow upload cannot land
-/// after the unlink or rename that followed it.
-#[derive(Clone, Default)]
-struct KeyLocks(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+/// after the unlink or rename that followed it) and per staged data file.
+#[derive(Clone)]
+struct Locks<K>(Arc<Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>>);
 
-impl KeyLocks {
-    fn of(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+impl<K> Default for Locks<K> {
+    fn default() -> Self {
+        Locks(Arc::default())
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Locks<K> {
+    fn of(&self, key: K) -> Arc<tokio::sync::Mutex<()>> {
         let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if m.len() > 4096 {
             m.retain(|_, l| Arc::strong_count(l) > 1);
         }
-        m.entry(key.to_string()).or_default().clone()
+        m.entry(key).or_default().clone()
     }
 }
+
+/// Locks by key.
+type KeyLocks = Locks<String>;
 
 /// Uploads staged files: one key at a time per caller, in the background
 /// for the journal's leftovers and for `upload=behind`.
@@ -1032,14 +1045,14 @@ struct Uploader {
     known: moka::sync::Cache<String, (Instant, Known)>,
     metas: Metas,
     locks: KeyLocks,
-    file_locks: KeyLocks,
+    file_locks: Locks<u64>,
 }
 
 impl Uploader {
     /// Uploads what is staged for `key` now, if anything is pending; the
     /// record is forgotten only if no newer one replaced it meanwhile.
     async fn upload(&self, key: &str) -> Result<(), StoreError> {
-        let lock = self.locks.of(key);
+        let lock = self.locks.of(key.to_string());
         let _held = lock.lock().await;
         let (id, meta, file) = {
             let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1048,7 +1061,7 @@ impl Uploader {
                 _ => return Ok(()),
             }
         };
-        let file_lock = self.file_locks.of(&id.to_string());
+        let file_lock = self.file_locks.of(id);
         let _bytes_held = file_lock.lock().await;
         let size = file
             .metadata()
@@ -1269,7 +1282,7 @@ impl PathFilesystem for ObjFs {
                 ..self.meta_of(&known)
             };
             let (id, file) = self.stage(&key, meta, size > 0)?;
-            let lock = self.file_locks.of(&id.to_string());
+            let lock = self.file_locks.of(id);
             let held = self.block_on(lock.lock_owned());
             let r = file.set_len(size).map_err(io_errno);
             drop(held);
@@ -1527,7 +1540,7 @@ impl PathFilesystem for ObjFs {
                 self.seal(id, self.o.upload == Upload::OnClose)?;
                 let r = self.with_key(&fk, self.store.delete(&fk));
                 if let Err(e) = r {
-                    if e != StoreError::NotFound {
+                    if !matches!(e, StoreError::NotFound) {
                         return Err(errno(e));
                     }
                 }
@@ -1586,7 +1599,7 @@ impl PathFilesystem for ObjFs {
                 .map_or(self.default_meta(libc::S_IFREG, 0), |k| self.meta_of(k));
             let (id, file) = self.stage(&key, meta, !truncate && known.is_some())?;
             if truncate {
-                let lock = self.file_locks.of(&id.to_string());
+                let lock = self.file_locks.of(id);
                 let held = self.block_on(lock.lock_owned());
                 file.set_len(0).map_err(io_errno)?;
                 drop(held);
@@ -1686,7 +1699,7 @@ impl PathFilesystem for ObjFs {
         else {
             return Err(Errno::EBADF);
         };
-        let lock = self.file_locks.of(&id.to_string());
+        let lock = self.file_locks.of(*id);
         let _held = self.block_on(lock.lock_owned());
         let offset = if *append {
             file.metadata().map_err(io_errno)?.len()
@@ -2036,11 +2049,5 @@ impl PathFilesystem for ObjFs {
         if pending > 0 {
             tracing::warn!("objfs: {pending} uploads stay in the journal for the next mount");
         }
-    }
-}
-
-impl PartialEq for StoreError {
-    fn eq(&self, other: &Self) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
     }
 }
