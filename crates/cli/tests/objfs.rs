@@ -164,7 +164,14 @@ except FileExistsError:
     print("EEXIST")
 with open("rw", "w+b") as f:
     f.write(b"0123456789"); f.seek(3); f.write(b"abc"); f.seek(0); print(f.read())
+# Two opens of one file, closed one at a time: the second writes on.
+w = os.open("shared", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+a = os.open("shared", os.O_WRONLY | os.O_APPEND)
+os.write(w, b"one\n"); os.close(w)
+os.write(a, b"two\n"); os.close(a)
+print(open("shared").read(), end="")
 PY
+for i in 1 2 3 4 5; do echo $i > again; echo more >> again; done; cat again
 "#;
 
 #[test]
@@ -311,41 +318,45 @@ fn kill_and_upgrade_of_the_server_during_writes_lose_no_closed_file() {
         "for i in $(seq 1 6); do head -c 3000000 /dev/urandom > f$i; done",
         60,
     );
+    // The writer copies rounds of six files until told to stop, so the
+    // server is replaced four times mid-write however fast this host is.
+    let stop = local.join("stop");
     let writer = {
         let (mnt, local) = (mnt.clone(), local.clone());
         std::thread::spawn(move || {
             sh_in(
                 &mnt,
                 &format!(
-                    "for round in 1 2 3 4; do for i in $(seq 1 6); do cp '{}/f'$i r$round-$i || exit 1; done; done",
+                    "l='{}'; round=0; while [ ! -e \"$l/stop\" ]; do round=$((round+1)); \
+                     for i in $(seq 1 6); do cp \"$l/f$i\" r$round-$i || exit 1; done; done; echo $round",
                     local.display()
                 ),
                 300,
             )
         })
     };
-    let mut replaced = 0;
-    while !writer.is_finished() {
+    for replacement in 0..4 {
         std::thread::sleep(Duration::from_millis(700));
-        if replaced % 2 == 0 {
-            if !common::kill_server_and_wait(&mnt) {
-                continue;
+        if replacement % 2 == 0 {
+            // Between a restart and its status the server has no pid to
+            // kill yet: try again.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !common::kill_server_and_wait(&mnt) {
+                assert!(Instant::now() < deadline, "no server to kill");
+                std::thread::sleep(Duration::from_millis(50));
             }
         } else {
             common::upgrade(&mnt);
         }
-        replaced += 1;
     }
+    std::fs::write(&stop, "").unwrap();
     let out = writer.join().unwrap();
     assert!(
         out.status.success(),
         "a write failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        replaced >= 2,
-        "the writes ended before the server was replaced"
-    );
+    let rounds: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while counter(&mnt, "uploads.pending") > 0 {
         assert!(Instant::now() < deadline, "uploads still pending");
@@ -360,8 +371,8 @@ fn kill_and_upgrade_of_the_server_during_writes_lose_no_closed_file() {
             120,
         )
     };
-    let expected = sums(&local, "f1 f2 f3 f4 f5 f6").repeat(4);
-    let names: Vec<String> = (1..=4)
+    let expected = sums(&local, "f1 f2 f3 f4 f5 f6").repeat(rounds);
+    let names: Vec<String> = (1..=rounds)
         .flat_map(|r| (1..=6).map(move |i| format!("r{r}-{i}")))
         .collect();
     assert_eq!(sums(&s.path("fresh"), &names.join(" ")), expected);

@@ -115,11 +115,19 @@ enum Handle {
     Staged {
         id: u64,
         file: Arc<File>,
-        append: bool,
         writes: bool,
     },
     /// A directory being listed: a snapshot taken when opened.
     Dir(DirList),
+}
+
+/// A handle and how many opens the kernel holds on it: the writers of a
+/// staged file share one handle (its id, which names its data file and
+/// survives a restart), and the kernel releases each open on its own,
+/// possibly after the next open of the same file has begun.
+struct OpenHandle {
+    handle: Arc<Handle>,
+    opens: u32,
 }
 
 /// A directory's entries: name, type, attributes where known.
@@ -166,7 +174,7 @@ pub struct ObjFs {
     owner: (u32, u32),
     staging: Arc<Staging>,
     staged: Arc<Mutex<StagedTable>>,
-    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    handles: RwLock<HashMap<u64, OpenHandle>>,
     known: moka::sync::Cache<String, (Instant, Known)>,
     /// The metadata last read or written for each key, by entity tag: a
     /// listing that shows the same tag shows these attributes (a listing
@@ -592,15 +600,35 @@ impl ObjFs {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&fh.0)
-            .cloned()
+            .map(|o| o.handle.clone())
             .ok_or(Errno::EBADF)
     }
 
+    /// One more open of `fh`: a handle already there (a staged file's,
+    /// shared by its writers) is kept and counted.
     fn add_handle(&self, fh: u64, h: Handle) {
         self.handles
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(fh, Arc::new(h));
+            .entry(fh)
+            .and_modify(|o| o.opens += 1)
+            .or_insert_with(|| OpenHandle {
+                handle: Arc::new(h),
+                opens: 1,
+            });
+    }
+
+    /// One open of `fh` released: the handle, which leaves the table with
+    /// its last open.
+    fn release_handle(&self, fh: u64) -> Option<Arc<Handle>> {
+        let mut handles = self.handles.write().unwrap_or_else(PoisonError::into_inner);
+        let o = handles.get_mut(&fh)?;
+        o.opens -= 1;
+        let h = o.handle.clone();
+        if o.opens == 0 {
+            handles.remove(&fh);
+        }
+        Some(h)
     }
 
     /// A staged copy of `key` to change: the one already staged, or a new
@@ -1615,7 +1643,6 @@ impl PathFilesystem for ObjFs {
                 Handle::Staged {
                     id,
                     file,
-                    append: args.flags & libc::O_APPEND != 0,
                     writes: true,
                 },
             );
@@ -1633,7 +1660,6 @@ impl PathFilesystem for ObjFs {
                 Handle::Staged {
                     id,
                     file,
-                    append: false,
                     writes: false,
                 },
             );
@@ -1693,7 +1719,6 @@ impl PathFilesystem for ObjFs {
         let Handle::Staged {
             id,
             file,
-            append,
             writes: true,
         } = &*h
         else {
@@ -1701,7 +1726,9 @@ impl PathFilesystem for ObjFs {
         };
         let lock = self.file_locks.of(*id);
         let _held = self.block_on(lock.lock_owned());
-        let offset = if *append {
+        // The open's own flags, not the handle's: writers of one staged
+        // file share its handle, and only some of them may append.
+        let offset = if args.flags & libc::O_APPEND != 0 && !args.from_cache {
             file.metadata().map_err(io_errno)?.len()
         } else {
             args.offset
@@ -1735,12 +1762,7 @@ impl PathFilesystem for ObjFs {
     }
 
     fn release(&self, _ctx: &Ctx, _path: &Path, args: &Release) -> FsResult<()> {
-        let h = self
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&args.fh.0);
-        if let Some(h) = h {
+        if let Some(h) = self.release_handle(args.fh.0) {
             if let Handle::Staged {
                 id, writes: true, ..
             } = &*h
@@ -1801,7 +1823,6 @@ impl PathFilesystem for ObjFs {
             Handle::Staged {
                 id,
                 file,
-                append: args.flags & libc::O_APPEND != 0,
                 writes: true,
             },
         );
@@ -1845,7 +1866,13 @@ impl PathFilesystem for ObjFs {
                 self.handles
                     .write()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .insert(fh.0, h.clone());
+                    .insert(
+                        fh.0,
+                        OpenHandle {
+                            handle: h.clone(),
+                            opens: 1,
+                        },
+                    );
                 h
             }
         };
@@ -1868,10 +1895,7 @@ impl PathFilesystem for ObjFs {
     }
 
     fn releasedir(&self, _ctx: &Ctx, _path: &Path, args: &Release) -> FsResult<()> {
-        self.handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&args.fh.0);
+        self.release_handle(args.fh.0);
         Ok(())
     }
 
@@ -1929,7 +1953,6 @@ impl PathFilesystem for ObjFs {
                 Handle::Staged {
                     id: handle.fh,
                     file,
-                    append: flags & libc::O_APPEND != 0,
                     writes: true,
                 },
             );
@@ -1948,7 +1971,6 @@ impl PathFilesystem for ObjFs {
                 Handle::Staged {
                     id,
                     file,
-                    append: false,
                     writes: false,
                 },
             );
@@ -2027,7 +2049,7 @@ impl PathFilesystem for ObjFs {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .map(|h| match &**h {
+            .map(|o| match &*o.handle {
                 Handle::Remote(r, _) => r.held(&self.read),
                 _ => 0,
             })
