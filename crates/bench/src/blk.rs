@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use fusebox_blk::loopdev::{AttachOptions, LoopDevice};
 
 use crate::results::SubjectInfo;
-use crate::subject::{Mounted, Subject};
+use crate::subject::{which, Mounted, Subject};
 use crate::workload::BlkDriver;
 
 /// Bytes per device.
@@ -59,11 +59,6 @@ pub fn subjects(driver: BlkDriver, fusebox_bin: &Path) -> Vec<Box<dyn Subject>> 
         }) as Box<dyn Subject>
     })
     .collect()
-}
-
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 fn driver_name(d: BlkDriver) -> &'static str {
@@ -214,10 +209,10 @@ impl Subject for BlkSubject {
             Server::Fusebox { transport: "uring" } => {
                 fusebox::transport::uring::availability().map_err(anyhow::Error::msg)?;
             }
-            Server::Nbdkit if !which("nbdfuse") || !which("nbdkit") => {
+            Server::Nbdkit if which("nbdfuse").is_none() || which("nbdkit").is_none() => {
                 bail!("nbdkit and nbdfuse are not installed (apt-get install nbdkit libnbd-bin)")
             }
-            Server::QemuStorageDaemon if !which("qemu-storage-daemon") => {
+            Server::QemuStorageDaemon if which("qemu-storage-daemon").is_none() => {
                 bail!("qemu-storage-daemon is not installed (apt-get install qemu-system-common)")
             }
             _ => {}

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::remote::{Sshd, SshdConfig};
 use crate::results::SubjectInfo;
-use crate::subject::{spawn_daemon, Mounted, Subject};
+use crate::subject::{spawn_daemon, which, Mounted, Subject};
 use crate::workload::CompatProgram;
 
 /// What the sshfs subjects share: one OpenSSH server on loopback.
@@ -91,14 +91,6 @@ pub fn subjects(program: CompatProgram, fusebox_bin: &Path) -> Vec<Box<dyn Subje
         )) as Box<dyn Subject>
     })
     .collect()
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(program))
-        .find(|p| p.is_file())
 }
 
 impl Subject for CompatSubject {

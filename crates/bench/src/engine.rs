@@ -50,6 +50,7 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
                         | FilesPhase::Delete
                         | FilesPhase::ListStat
                         | FilesPhase::Rewrite
+                        | FilesPhase::RenameIntoPlace
                 ) =>
         {
             make_files(&dataset_dir(backing, w), f.count, f.file_size)
@@ -66,6 +67,32 @@ pub fn prepare_dataset(w: &Workload, backing: &Path) -> Result<()> {
                         &dir,
                         "git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree",
                     )?;
+                }
+                TreeOp::GitClone => {
+                    let bare = git_source(backing, *source);
+                    if !bare.exists() {
+                        let work = backing.join(format!("{}.repo", source.archive()));
+                        if work.exists() {
+                            fs::remove_dir_all(&work)?;
+                        }
+                        fs::create_dir_all(&work)?;
+                        sh(&work, &format!("tar xf {}", archive.display()))?;
+                        sh(
+                            &work,
+                            "git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree",
+                        )?;
+                        let partial = bare.with_extension("partial");
+                        sh(
+                            backing,
+                            &format!(
+                                "rm -rf {p} && git clone -q --bare {} {p} && git -C {p} repack -adq",
+                                work.display(),
+                                p = partial.display()
+                            ),
+                        )?;
+                        fs::rename(&partial, &bare)?;
+                        fs::remove_dir_all(&work)?;
+                    }
                 }
                 TreeOp::ListLong if !dir.join(".complete").exists() => {
                     fs::create_dir_all(&dir)?;
@@ -137,6 +164,27 @@ fn tree_archive(backing: &Path, source: TreeSource) -> Result<PathBuf> {
     Ok(archive)
 }
 
+/// The bare repository a `GitClone` workload clones, at the backing
+/// directory's root.
+fn git_source(root: &Path, source: TreeSource) -> PathBuf {
+    root.join(format!("{}.git", source.archive()))
+}
+
+/// What of the backing directory workload `w` reads or changes: its own
+/// directory, and the tree's archive or repository at the root. A subject
+/// that keeps a copy of the backing directory elsewhere (an object store)
+/// brings these up to date before each run.
+pub fn dataset_paths(w: &Workload, backing: &Path) -> Vec<PathBuf> {
+    let mut paths = vec![dataset_dir(backing, w)];
+    if let Kind::Tree { op, source, .. } = &w.kind {
+        paths.push(match op {
+            TreeOp::GitClone => git_source(backing, *source),
+            _ => backing.join(source.archive()),
+        });
+    }
+    paths
+}
+
 /// Run a shell command in `dir`; its output is shown only if it fails.
 fn sh(dir: &Path, command: &str) -> Result<()> {
     // A subject that hangs (a peer stuck on a page fault) fails its run
@@ -205,6 +253,28 @@ fn run_tree(op: TreeOp, runs: u32, source: TreeSource, root: &Path, work: &Path)
                 sh(work, "git status --porcelain >/dev/null")?;
             }
             runs as f64
+        }
+        TreeOp::GitClone => {
+            fs::create_dir_all(work)?;
+            let bare = git_source(root, source);
+            for i in 0..runs {
+                sh(
+                    work,
+                    &format!("git clone -q --no-local {} clone{i}", bare.display()),
+                )?;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            // Files checked out: what the rate is of (counted after timing).
+            let out = std::process::Command::new("git")
+                .args(["ls-files"])
+                .current_dir(work.join("clone0"))
+                .output()?;
+            let files = out.stdout.iter().filter(|&&c| c == b'\n').count() as f64 * runs as f64;
+            return Ok(Sample {
+                value: files / secs,
+                workload_cpu_s: children_cpu() - cpu0,
+                ops: Some(files),
+            });
         }
     };
     let secs = start.elapsed().as_secs_f64();
@@ -335,7 +405,11 @@ pub fn populate(w: &Workload, dir: &Path) -> Result<()> {
             fs::create_dir_all(&work)?;
             match f.phase {
                 FilesPhase::Create | FilesPhase::StatMissing => Ok(()),
-                FilesPhase::Stat | FilesPhase::Read | FilesPhase::Delete | FilesPhase::Rewrite => {
+                FilesPhase::Stat
+                | FilesPhase::Read
+                | FilesPhase::Delete
+                | FilesPhase::Rewrite
+                | FilesPhase::RenameIntoPlace => {
                     let data = vec![b'x'; f.file_size as usize];
                     let n = f.count / f.threads * f.threads;
                     (0..n).try_for_each(|i| create_file(&work.join(format!("f{i}")), &data))
@@ -534,7 +608,6 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
         .arg(format!("--size={}", f.size))
         .arg(format!("--numjobs={}", f.threads))
         .arg(format!("--runtime={}", f.runtime.as_secs_f64()))
-        .arg("--time_based")
         .arg("--group_reporting")
         .arg("--output-format=json")
         .arg(format!("--direct={}", u8::from(f.direct)));
@@ -544,6 +617,13 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
             .arg(format!("--iodepth={depth}")),
         None => cmd.arg("--ioengine=psync"),
     };
+    if f.once {
+        // No preallocation either: on an object store it is a request or
+        // a refusal, neither of which the workload asked for.
+        cmd.arg("--fallocate=none");
+    } else {
+        cmd.arg("--time_based");
+    }
     if f.rw.is_read() {
         cmd.arg("--readonly");
     }
@@ -559,9 +639,11 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
     if f.fdatasync_every_write {
         cmd.arg("--fdatasync=1");
     }
+    let start = Instant::now();
     let out = cmd
         .output()
         .context("running fio (install it with: apt-get install fio)")?;
+    let wall = start.elapsed().as_secs_f64();
     if !out.status.success() {
         bail!(
             "fio failed: {}",
@@ -574,7 +656,13 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("parsing fio's JSON")?;
     let job = &v["jobs"][0];
     let side = if f.rw.is_read() { "read" } else { "write" };
-    let iops = job[side]["iops"].as_f64().context("fio reported no iops")?;
+    let ios = job[side]["total_ios"].as_f64();
+    let iops = match (f.once, ios) {
+        // Everything from the first request to the end fsync's return: an
+        // upload at close counts.
+        (true, Some(n)) => n / wall,
+        _ => job[side]["iops"].as_f64().context("fio reported no iops")?,
+    };
     let secs = job["job_runtime"].as_f64().unwrap_or(0.0) / 1000.0;
     let cpu = (job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0))
         / 100.0
@@ -582,7 +670,7 @@ fn run_fio_on(f: &Fio, dir: &Path, file: Option<&str>) -> Result<Sample> {
     Ok(Sample {
         value: iops,
         workload_cpu_s: cpu,
-        ops: job[side]["total_ios"].as_f64(),
+        ops: ios,
     })
 }
 
@@ -665,6 +753,14 @@ fn run_files(f: &Files, dir: &Path) -> Result<Sample> {
                     }
                 }
                 FilesPhase::Delete => fs::remove_file(&p)?,
+                FilesPhase::RenameIntoPlace => {
+                    let tmp = dir.join(format!("f{i}.tmp"));
+                    let mut f = File::create(&tmp)?;
+                    f.write_all(&data)?;
+                    f.sync_all()?;
+                    drop(f);
+                    fs::rename(&tmp, &p)?;
+                }
                 FilesPhase::StatMissing => {
                     let missing = dir.join(format!("missing{}", i % 1000));
                     match fs::symlink_metadata(&missing) {

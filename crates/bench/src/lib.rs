@@ -9,6 +9,9 @@
 //! - [`floor`]: what one round trip between two processes costs here;
 //! - [`remote`]: an sshd on loopback and a delaying proxy, for network
 //!   filesystems;
+//! - [`objstore`] and [`objfs`]: S3 stores on loopback (gofakes3, a Garage
+//!   cluster) and the objfs suite's subjects, with the bench's own S3
+//!   client;
 //! - [`runner`]: repetitions, interleaving, CPU time, statistics;
 //! - [`results`] and [`report`]: the JSON schema, the terminal table, the
 //!   Markdown report with SVG charts.
@@ -20,6 +23,7 @@ pub mod compat;
 pub mod direct;
 pub mod engine;
 pub mod floor;
+pub mod objfs;
 pub mod objstore;
 pub mod peers;
 pub mod personality;

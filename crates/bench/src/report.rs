@@ -527,8 +527,39 @@ fn md_sftp_targets(s: &mut String, r: &BenchResults) {
     s.push('\n');
 }
 
+/// The columns of the requests table: a heading and the request kinds
+/// it adds up; whatever no column names goes to "other".
+type RequestColumns = &'static [(&'static str, &'static [&'static str])];
+
+const SFTP_COLUMNS: RequestColumns = &[
+    ("READ", &["READ"]),
+    ("WRITE", &["WRITE"]),
+    ("LSTAT, STAT, FSTAT", &["LSTAT", "STAT", "FSTAT"]),
+    ("OPEN, OPENDIR", &["OPEN", "OPENDIR"]),
+    ("READDIR", &["READDIR"]),
+    ("SETSTAT", &["SETSTAT", "FSETSTAT"]),
+];
+
+/// Garage's names for the S3 API calls.
+const S3_COLUMNS: RequestColumns = &[
+    ("GET", &["GetObject"]),
+    (
+        "PUT, parts",
+        &[
+            "PutObject",
+            "UploadPart",
+            "CreateMultipartUpload",
+            "CompleteMultipartUpload",
+        ],
+    ),
+    ("HEAD", &["HeadObject"]),
+    ("LIST", &["ListObjects", "ListObjectsV2"]),
+    ("COPY", &["CopyObject", "UploadPartCopy"]),
+    ("DELETE", &["DeleteObject", "DeleteObjects"]),
+];
+
 /// Requests counted outside the subjects (the sftp suite: at the SFTP
-/// server), medians per repetition.
+/// server; the objfs suite: at the S3 cluster), medians per repetition.
 fn md_requests(s: &mut String, r: &BenchResults) {
     let rows: Vec<(&WorkloadResult, &SubjectRuns)> = r
         .workloads
@@ -539,8 +570,22 @@ fn md_requests(s: &mut String, r: &BenchResults) {
     if rows.is_empty() {
         return;
     }
-    s.push_str("## Requests at the server\n\nSFTP requests the server received per run, by type, counted by the server's subsystem (a relay in front of OpenSSH's sftp-server), medians over repetitions: the same count for every client. Open and close include OPENDIR; reads and writes are READ and WRITE packets (each at most the server's 255 KiB).\n\n");
-    s.push_str("| workload | subject | all | READ | WRITE | LSTAT, STAT, FSTAT | OPEN, OPENDIR | READDIR | SETSTAT | other |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let columns = if r.suite == "objfs" {
+        s.push_str("## Requests at the server\n\nS3 requests the cluster received per run, by API call, counted by Garage itself (its `api_s3_request_counter`, summed over the three nodes), medians over repetitions: the same count for every client. A multipart upload counts its create, parts and completion under PUT.\n\n");
+        S3_COLUMNS
+    } else {
+        s.push_str("## Requests at the server\n\nSFTP requests the server received per run, by type, counted by the server's subsystem (a relay in front of OpenSSH's sftp-server), medians over repetitions: the same count for every client. Open and close include OPENDIR; reads and writes are READ and WRITE packets (each at most the server's 255 KiB).\n\n");
+        SFTP_COLUMNS
+    };
+    s.push_str("| workload | subject | all |");
+    for (head, _) in columns {
+        out!(s, " {head} |");
+    }
+    s.push_str(" other |\n|---|---|---:|");
+    for _ in columns {
+        s.push_str("---:|");
+    }
+    s.push_str("---:|\n");
     let mut last = "";
     for (w, x) in rows {
         let head = if w.name != last {
@@ -567,24 +612,85 @@ fn md_requests(s: &mut String, r: &BenchResults) {
                 .collect();
             median(&per_rep).unwrap_or(0.0)
         };
-        let known = [
-            "READ", "WRITE", "LSTAT", "STAT", "FSTAT", "OPEN", "OPENDIR", "READDIR", "SETSTAT",
-            "FSETSTAT",
-        ];
         let all: Vec<&str> = x.requests.keys().map(String::as_str).collect();
-        let other: Vec<&str> = all.iter().copied().filter(|k| !known.contains(k)).collect();
+        let other: Vec<&str> = all
+            .iter()
+            .copied()
+            .filter(|k| !columns.iter().any(|(_, names)| names.contains(k)))
+            .collect();
+        out!(s, "| {head} | `{}` | {:.0} |", x.subject, med(&all));
+        for (_, names) in columns {
+            out!(s, " {:.0} |", med(names));
+        }
+        out!(s, " {:.0} |\n", med(&other));
+    }
+    s.push('\n');
+}
+
+/// objfs against s3fs, rclone (its better cache mode for the row) and
+/// the bench's own client, with the targets.
+fn md_objfs_targets(s: &mut String, r: &BenchResults) {
+    let rows: Vec<&WorkloadResult> = r
+        .workloads
+        .iter()
+        .filter(|w| w.subject("objfs").is_some() && w.subject("s3fs").is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str("## objfs against the tools users would run\n\nMedians of this run; > 1 = objfs better. `rclone` is the better of its two cache modes for the row. Targets: every metadata row ≥ 2 x s3fs and ≥ 1.0 x rclone; sequential rows ≥ 1.5 x s3fs, ≥ 1.0 x rclone and ≥ 0.8 x the raw client.\n\n");
+    s.push_str("| workload | unit | objfs / s3fs | objfs / rclone | rclone mode | objfs / raw client |\n|---|---|---:|---:|---|---:|\n");
+    for w in rows {
+        let rclone = ["rclone-writes", "rclone-full"]
+            .into_iter()
+            .filter_map(|n| Some((n, w.ratio_to("objfs", n)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
         out!(
             s,
-            "| {head} | `{}` | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            w.name,
+            w.unit,
+            fmt_opt(w.ratio_to("objfs", "s3fs"), fmt_ratio),
+            fmt_opt(rclone.map(|r| r.1), fmt_ratio),
+            rclone.map_or("-".to_string(), |r| format!("`{}`", r.0)),
+            fmt_opt(w.ratio_to("objfs", "raw-client"), fmt_ratio),
+        );
+    }
+    s.push('\n');
+}
+
+/// The daemons' peak memory, where the suite records it.
+fn md_memory(s: &mut String, r: &BenchResults) {
+    let rows: Vec<(&WorkloadResult, &SubjectRuns)> = r
+        .workloads
+        .iter()
+        .filter(|w| w.group == "objfs")
+        .flat_map(|w| w.per_subject.iter().map(move |x| (w, x)))
+        .filter(|(_, x)| !x.daemon_peak_rss_mib.is_empty())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str("## Memory\n\nThe daemon's peak resident memory during each run (a fresh mount per run: the high-water mark of each of its processes, summed), MiB: median and max over the repetitions.\n\n| workload | subject | peak RSS, median | max |\n|---|---|---:|---:|\n");
+    let mut last = "";
+    for (w, x) in rows {
+        let head = if w.name != last {
+            format!("`{}`", w.name)
+        } else {
+            String::new()
+        };
+        last = &w.name;
+        let max = x
+            .daemon_peak_rss_mib
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        out!(
+            s,
+            "| {head} | `{}` | {:.0} | {:.0} |\n",
             x.subject,
-            med(&all),
-            med(&["READ"]),
-            med(&["WRITE"]),
-            med(&["LSTAT", "STAT", "FSTAT"]),
-            med(&["OPEN", "OPENDIR"]),
-            med(&["READDIR"]),
-            med(&["SETSTAT", "FSETSTAT"]),
-            med(&other),
+            median(&x.daemon_peak_rss_mib).unwrap_or(0.0),
+            max
         );
     }
     s.push('\n');
@@ -641,6 +747,7 @@ fn group_blurb(g: &str) -> &'static str {
         "compat" => "Unchanged Debian programs on Debian's libfuse3 3.14 and on fusebox's drop-in libfuse3.so.3 (the same binary, the loader pointed at the drop-in with LD_LIBRARY_PATH), over classic /dev/fuse and io_uring: sshfs against OpenSSH on loopback serving the backing directory (list 10,000 files with lstat, read 1,000 4 KiB files, read a 1 GiB file), squashfuse over an uncompressed squashfs image of the backing directory (random 4 KiB O_DIRECT reads, list 10,000 files), fuse-overlayfs with the backing directory as its lower layer (create, stat, unlink 10,000 files). Ratios are against the same program on Debian's libfuse3. Goals: never slower, and at least 1.5x on metadata with io_uring.",
         "sftp" => "sftpfs (`fusebox mount sftpfs`) beside Debian's sshfs 3.7.3 (its defaults, and tuned: `max_read=65536,max_conns=4,kernel_cache`) and rclone 1.60 mount (`--vfs-cache-mode full`, its best), all over one OpenSSH server on loopback serving the backing directory, reached through a proxy that adds 0, 10 or 50 ms of round trip (the workload's name says which; this kernel has no netem). sftpfs runs through the kernel over classic /dev/fuse (supervised, the default) and io_uring, and in direct mode (`fusebox run --fs sftpfs:...`) with and without direct mode's caches. What takes a round trip per file is scaled down as the delay grows, so compare rates within a delay. The server's SFTP subsystem counts the requests each client sends (see the requests section). rclone in full cache mode writes to a local cache and uploads after close: its write rows measure its cache, not the link.",
         "direct" => "Direct mode (`fusebox run --fs stackfs:SRC --at DIR -- PROGRAM`): stackfs served inside the workload's own process, its system calls caught by rewritten call sites (zpoline's trampoline, sites found by syscall user dispatch), against the same stackfs through the kernel (classic and io_uring) and native tmpfs. The workload runs in a worker process started under `fusebox run`, so its CPU time includes the filesystem's. `direct-nocache` turns the metadata cache off (the measurement its default rests on); `direct-dispatch` catches every call by syscall user dispatch, as without root. Goals: metadata at least 0.7x native and at least 3x the kernel path; no row slower than the kernel path.",
+        "objfs" => "objfs (`fusebox mount objfs`) beside Debian's s3fs 1.90 (its defaults) and rclone 1.60 mount (`--vfs-cache-mode writes` and `full`: the two modes in which it writes files as applications do), all on one bucket of a three-node Garage cluster (replication factor 3) on this machine, every client talking to the same node; and the bench's own S3 client, no filesystem, where a row is a listing or whole-object transfers: the limit. Before each run the bucket's copy of the workload's dataset is brought up to date (untimed, uncounted); each run mounts afresh. Sequential rows go once through 1 GiB (1 file, or 4 of 256 MiB); their rate is over the whole fio run, end fsync included, so an upload at close or fsync counts. rclone writes to its local cache and uploads after close, without waiting: its write rows measure its cache. S3 requests per subject are in the requests section; peak memory in the memory section.",
         _ => "",
     }
 }
@@ -863,7 +970,9 @@ pub fn markdown(r: &BenchResults, charts: &[(String, String)]) -> String {
     }
     md_pairs(&mut s, r);
     md_sftp_targets(&mut s, r);
+    md_objfs_targets(&mut s, r);
     md_requests(&mut s, r);
+    md_memory(&mut s, r);
     md_cost_per_op(&mut s, r);
     let mut placed = vec![false; charts.len()];
     let fusebox: Vec<&SubjectInfo> = available(r).filter(|s| s.is_fusebox).collect();

@@ -100,6 +100,10 @@ pub struct SubjectRuns {
     /// repetition: mostly the wake-ups it took to serve the workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub daemon_ctx_switches: Vec<f64>,
+    /// The daemon's peak resident memory per repetition, MiB (its
+    /// processes' high-water marks, summed; the mount lives one run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemon_peak_rss_mib: Vec<f64>,
     /// Set when a repetition failed; values then holds the ones that ran.
     pub error: Option<String>,
     /// Request counts and latency histograms (fusebox subjects), summed

@@ -698,6 +698,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             Target::Compat(program) => crate::compat::subjects(*program, &o.fusebox_bin),
             Target::Blk(driver) => crate::blk::subjects(*driver, &o.fusebox_bin),
             Target::Sftp { delay_ms } => crate::sftp::subjects(*delay_ms, &o.fusebox_bin),
+            Target::Objfs => crate::objfs::subjects(&o.fusebox_bin),
         };
         let baseline: Vec<Box<dyn Subject>> = match &o.baseline_bin {
             Some(bin) => subjects
@@ -728,7 +729,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         .map(|w| {
             subjects_of(&w.target)
                 .iter()
-                .filter(|p| p.info.unavailable.is_none())
+                .filter(|p| p.info.unavailable.is_none() && p.subject.runs(w))
                 .count() as u64
         })
         .sum::<u64>()
@@ -754,7 +755,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
             threads: w.threads(),
             per_subject: subjects_of(&w.target)
                 .iter()
-                .filter(|p| p.info.unavailable.is_none())
+                .filter(|p| p.info.unavailable.is_none() && p.subject.runs(w))
                 .map(|p| SubjectRuns {
                     subject: p.info.name.clone(),
                     ..Default::default()
@@ -783,7 +784,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         for (wi, w) in workloads.iter().enumerate() {
             for p in subjects_of(&w.target)
                 .iter()
-                .filter(|p| p.info.unavailable.is_none())
+                .filter(|p| p.info.unavailable.is_none() && p.subject.runs(w))
             {
                 if interrupted.load(Ordering::Relaxed) {
                     bar.finish_and_clear();
@@ -805,9 +806,13 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
                         sample,
                         daemon_cpu,
                         daemon_ctx_switches,
+                        daemon_peak_rss,
                         stats,
                         counters,
                     }) => {
+                        if let Some(b) = daemon_peak_rss {
+                            runs.daemon_peak_rss_mib.push(b as f64 / (1024.0 * 1024.0));
+                        }
                         for (k, v) in counters {
                             runs.requests.entry(k).or_default().push(v);
                         }
@@ -862,6 +867,7 @@ struct RunOutput {
     sample: engine::Sample,
     daemon_cpu: Option<f64>,
     daemon_ctx_switches: Option<f64>,
+    daemon_peak_rss: Option<u64>,
     stats: Option<fusebox::stats::Snapshot>,
     /// What the subject's counters grew by during the run.
     counters: std::collections::BTreeMap<String, f64>,
@@ -872,6 +878,11 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         // Workloads that consume their dataset (files-del) need it back
         // before every run; existing files are kept, so this is cheap.
         engine::prepare_dataset(w, backing)?;
+        p.subject
+            .before_run(backing, &engine::dataset_paths(w, backing))
+            .with_context(|| {
+                format!("bringing {}'s copy of the dataset up to date", p.info.name)
+            })?;
     }
     let mnt = workdir.join(format!("mnt-{}", p.info.name));
     // A bench killed midway leaves its mounts (a dead one makes every
@@ -883,7 +894,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         .subject
         .mount(backing, &mnt)
         .with_context(|| format!("mounting {}", p.info.name))?;
-    if mounted.direct.is_none() {
+    if mounted.direct.is_none() && mounted.runner.is_none() {
         engine::populate(w, &mounted.dir)
             .with_context(|| format!("populating {} for {}", p.info.name, w.name))?;
     }
@@ -901,10 +912,17 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     let counters0 = mounted.counters.as_ref().map(|c| c());
     let cpu0 = mounted.daemon_cpu_seconds();
     let switches0 = mounted.daemon_ctx_switches();
-    let sample = match &mounted.direct {
+    let sample = match (&mounted.direct, &mounted.runner) {
         // Set-up and run in a direct-mode process of their own.
-        Some(launch) => crate::direct::run(launch, &w.name, &mounted.dir),
-        None => engine::run(w, &mounted.dir),
+        (Some(launch), _) => crate::direct::run(launch, &w.name, &mounted.dir),
+        (None, Some(run)) => {
+            let dataset = engine::dataset_paths(w, backing)[0]
+                .strip_prefix(backing)
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            run(w, &dataset)
+        }
+        (None, None) => engine::run(w, &mounted.dir),
     };
     // A replaced server takes its CPU time and switches with it: no cost
     // per operation for those workloads.
@@ -917,6 +935,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         (Some(a), Some(b)) if !replaced => Some(b.saturating_sub(a) as f64),
         _ => None,
     };
+    let daemon_peak_rss = mounted.daemon_peak_rss();
     let stats = match (fetch_stats(), stats0) {
         (Some(after), Some(before)) => Some(after.since(&before)),
         (after, _) => after,
@@ -944,6 +963,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         sample: sample?,
         daemon_cpu,
         daemon_ctx_switches,
+        daemon_peak_rss,
         stats,
         counters,
     })

@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 
 use crate::remote::{DelayProxy, Sshd, SshdConfig};
 use crate::results::SubjectInfo;
-use crate::subject::{spawn_daemon, Mounted, Subject};
+use crate::subject::{spawn_daemon, which, Mounted, Subject};
 
 /// OpenSSH's SFTP server program (package openssh-sftp-server).
 const SFTP_SERVER: &str = "/usr/lib/openssh/sftp-server";
@@ -122,11 +122,6 @@ pub fn subjects(delay_ms: u32, fusebox_bin: &Path) -> Vec<Box<dyn Subject>> {
     .collect()
 }
 
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-}
-
 impl Subject for SftpSubject {
     fn info(&self) -> SubjectInfo {
         let (name, description) = match self.client {
@@ -170,10 +165,10 @@ impl Subject for SftpSubject {
             bail!("{SFTP_SERVER} is missing (package openssh-sftp-server)");
         }
         match self.client {
-            Client::Sshfs | Client::SshfsTuned if !which("sshfs") => {
+            Client::Sshfs | Client::SshfsTuned if which("sshfs").is_none() => {
                 bail!("sshfs is not installed (scripts/setup.sh installs it)")
             }
-            Client::Rclone if !which("rclone") => {
+            Client::Rclone if which("rclone").is_none() => {
                 bail!("rclone is not installed (scripts/setup.sh installs it)")
             }
             Client::Sftpfs { uring: true } => {

@@ -27,7 +27,16 @@ pub struct Mounted {
     /// Counters kept outside the subject, read before and after each run
     /// (the SFTP requests a server received, by type).
     pub counters: Option<Counters>,
+    /// A subject that is no filesystem (a bench's own client of a remote
+    /// store) runs the workload itself, given its dataset directory's
+    /// path relative to the backing directory.
+    pub runner: Option<SelfRunner>,
 }
+
+/// See [`Mounted::runner`].
+pub type SelfRunner = std::sync::Arc<
+    dyn Fn(&crate::workload::Workload, &Path) -> Result<crate::engine::Sample> + Send + Sync,
+>;
 
 /// Reads counters that only grow; the runner keeps each run's difference.
 pub type Counters =
@@ -44,6 +53,7 @@ impl Mounted {
             cleanup: None,
             direct: None,
             counters: None,
+            runner: None,
         }
     }
 
@@ -71,6 +81,7 @@ impl Mounted {
             cleanup: Some(Box::new(cleanup)),
             direct: None,
             counters: None,
+            runner: None,
         }
     }
 
@@ -85,6 +96,7 @@ impl Mounted {
             cleanup: None,
             direct: None,
             counters: None,
+            runner: None,
         }
     }
 
@@ -101,6 +113,18 @@ impl Mounted {
         )
     }
 
+    /// The daemon's peak resident memory so far, in bytes: the sum over
+    /// its processes of each one's high-water mark (VmHWM).
+    pub fn daemon_peak_rss(&self) -> Option<u64> {
+        let pid = self.daemon_pid?;
+        Some(
+            process_tree(pid)
+                .into_iter()
+                .filter_map(process_peak_rss)
+                .sum(),
+        )
+    }
+
     /// Context switches of the daemon's threads so far.
     pub fn daemon_ctx_switches(&self) -> Option<u64> {
         let pid = self.daemon_pid?;
@@ -111,6 +135,20 @@ impl Mounted {
                 .sum(),
         )
     }
+}
+
+/// A process's peak resident set (VmHWM of /proc/PID/status), in bytes.
+pub fn process_peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// Voluntary and involuntary context switches of every thread of `pid`,
@@ -236,6 +274,13 @@ pub fn spawn_daemon(mut cmd: Command, mnt: &Path) -> Result<Mounted> {
     Ok(Mounted::daemon(mnt, child))
 }
 
+/// `program`'s path on `PATH`, if it is installed.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
 /// A filesystem under test.
 pub trait Subject: Send {
     fn info(&self) -> SubjectInfo;
@@ -249,6 +294,18 @@ pub trait Subject: Send {
     /// so the ratios compare this build with that one.
     fn on_binary(&self, _bin: &Path, _suffix: &str) -> Option<Box<dyn Subject>> {
         None
+    }
+    /// Whether the subject runs workload `w` at all (a client that is no
+    /// filesystem runs only transfers); a row shows "-" where not.
+    fn runs(&self, _w: &crate::workload::Workload) -> bool {
+        true
+    }
+    /// Brings what the subject serves up to date with the backing
+    /// directory's `paths` (see [`crate::engine::dataset_paths`]) before
+    /// each run, untimed: for subjects serving a copy of it (an object
+    /// store), not the directory itself.
+    fn before_run(&self, _backing: &Path, _paths: &[PathBuf]) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -45,6 +45,7 @@ fn files_phases_run() {
             FilesPhase::StatMissing,
             FilesPhase::ListStat,
             FilesPhase::Rewrite,
+            FilesPhase::RenameIntoPlace,
         ] {
             if phase == FilesPhase::ListStat && dataset == FilesDataset::JustCreated {
                 continue; // refused by populate (see files_listing_needs_a_laid_out_directory)
@@ -142,11 +143,14 @@ fn fio_runs_when_installed() {
         eprintln!("SKIPPED fio_runs_when_installed: fio is not installed");
         return;
     }
-    for (rw, per, async_depth) in [
-        (FioRw::RandRead, false, None),
-        (FioRw::SeqWrite, true, None),
+    for (rw, per, async_depth, once) in [
+        (FioRw::RandRead, false, None, false),
+        (FioRw::SeqWrite, true, None, false),
         // The later suite's libaio jobs.
-        (FioRw::RandRead, false, Some(4)),
+        (FioRw::RandRead, false, Some(4), false),
+        // The objfs suite's: once through each file, fsync included.
+        (FioRw::SeqRead, true, None, true),
+        (FioRw::SeqWrite, true, None, true),
     ] {
         let f = Fio {
             rw,
@@ -159,7 +163,46 @@ fn fio_runs_when_installed() {
             fdatasync_every_write: false,
             runtime: Duration::from_millis(300),
             async_depth,
+            once,
         };
         run_on_native(&workload("t/fio", Kind::Fio(f)));
     }
+}
+
+#[test]
+fn git_clone_checks_out_every_file_of_the_tree() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED git_clone_checks_out_every_file_of_the_tree: git is not installed");
+        return;
+    }
+    let w = workload(
+        "t/git-clone",
+        Kind::Tree {
+            op: TreeOp::GitClone,
+            runs: 1,
+            source: TreeSource::Synthetic { files: 50 },
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    engine::prepare_dataset(&w, dir.path()).unwrap();
+    let s = engine::run(&w, dir.path()).unwrap();
+    assert_eq!(s.ops, Some(50.0));
+    assert!(s.value > 0.0);
+    let work = dir.path().join("t_git-clone");
+    let out = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(work.join("clone0"))
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stdout.is_empty());
+    // What the workload reads: its directory and the bare repository.
+    let paths = engine::dataset_paths(&w, dir.path());
+    assert_eq!(paths[0], work);
+    assert!(paths[1].join("HEAD").is_file(), "{paths:?}");
+    engine::reset_after(&w, dir.path()).unwrap();
+    assert!(!work.exists());
 }

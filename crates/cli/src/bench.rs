@@ -18,7 +18,9 @@ drop-in), blk (block devices: fusebox's null and ram drivers beside a loop
 device over tmpfs, nbdkit through nbdfuse and qemu-storage-daemon), direct (native vs stackfs through
 the kernel vs stackfs in direct mode, `fusebox run --fs`), sftp (sftpfs vs Debian's
 sshfs and rclone mount over OpenSSH on loopback behind a proxy adding 0, 10 and 50 ms
-of round trip, SFTP requests counted at the server; about 2 hours), all.
+of round trip, SFTP requests counted at the server; about 2 hours), objfs (objfs vs
+s3fs and rclone mount on a three-node Garage cluster, with the bench's own S3 client
+as the limit, S3 requests counted at the cluster; needs Garage: scripts/objfs-cluster.sh), all.
 SUBJECTS: native (the backing directory), libfuse's passthrough_hp over io_uring
 with and without passthrough (built from --libfuse-src), libfuse 3.14 passthrough_ll,
 fuser and go-fuse passthroughs (built on first use, cached in the work dir), fusebox stackfs

@@ -308,6 +308,24 @@ fn two_clients_see_closed_files_whole_and_the_last_upload_wins() {
 }
 
 #[test]
+fn o_excl_on_two_mounts_gives_one_eexist_where_the_store_puts_conditionally() {
+    // gofakes3 honours If-None-Match: * (as AWS S3 does).
+    let s = Setup::start("excl");
+    let _a = s.mount("a", "", &[]);
+    let _b = s.mount("b", "", &[]);
+    let (a, b) = (s.path("a"), s.path("b"));
+    let excl = "python3 -c \"import os\n\
+try:\n    os.close(os.open('lock', os.O_CREAT | os.O_EXCL | os.O_WRONLY)); print('created')\n\
+except FileExistsError: print('EEXIST')\"";
+    // b has looked and found nothing (its kernel and objfs remember the
+    // absence for the negative timeout): its create reaches the store.
+    assert_eq!(sh_ok(&b, "test -e lock || echo absent", 30), "absent\n");
+    assert_eq!(sh_ok(&a, excl, 30), "created\n");
+    assert_eq!(sh_ok(&b, excl, 30), "EEXIST\n");
+    assert_eq!(sh_ok(&a, excl, 30), "EEXIST\n");
+}
+
+#[test]
 fn kill_and_upgrade_of_the_server_during_writes_lose_no_closed_file() {
     let s = Setup::start("replace");
     let _g = s.mount("mnt", "", &[]);
@@ -509,6 +527,11 @@ fn cluster_one_node_lost_during_a_copy_and_a_listing_then_two() {
     let mnt = dir.path().join("mnt");
     let staging = dir.path().join("staging");
     std::fs::create_dir_all(&mnt).unwrap();
+    // Wrong credentials (Garage checks them; gofakes3 takes any): one
+    // clear line, no mount.
+    let mut wrong = mount_cmd(&c.endpoint(0), &mnt, &staging, "timeout=8", &[]);
+    wrong.env("AWS_SECRET_ACCESS_KEY", "0".repeat(64));
+    refused(&mut wrong, &mnt, "access denied");
     let log = dir.path().join("objfs.log");
     let log_s = log.to_str().unwrap().to_owned();
     let g = mount_at(

@@ -29,8 +29,9 @@ pub enum StoreError {
     /// A conditional request's condition failed (412): the key exists.
     #[error("the object exists")]
     Exists,
-    /// The credentials were refused or lack the right (403).
-    #[error("access denied: {0}")]
+    /// The credentials were refused or lack the right (403): the store's
+    /// code and message.
+    #[error("access denied by the store ({0}): check the access key and secret (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile's) and that they may use this bucket")]
     Denied(String),
     /// The store could not be reached, or did not answer in time.
     #[error("store unreachable: {0}")]
@@ -83,7 +84,11 @@ impl StoreError {
             (_, _, Some("NoSuchBucket")) => StoreError::NoSuchBucket(bucket.into()),
             (_, Some(404), _) | (_, _, Some("NoSuchKey" | "NotFound")) => StoreError::NotFound,
             (_, Some(412), _) | (_, _, Some("PreconditionFailed")) => StoreError::Exists,
-            (_, Some(401 | 403), _) => StoreError::Denied(code.unwrap_or(text)),
+            (_, Some(401 | 403), _) => StoreError::Denied(match (code.as_deref(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_string(),
+                _ => text,
+            }),
             (SdkError::TimeoutError(_) | SdkError::DispatchFailure(_), _, _) => {
                 StoreError::Unreachable(text)
             }
