@@ -224,30 +224,20 @@ impl Subject for ObjSubject {
                 spawn_daemon(c, mnt)?
             }
             Client::Rclone { full } => {
-                let cache = self.workdir.join("rclone-cache");
-                if cache.exists() {
-                    std::fs::remove_dir_all(&cache)?;
-                }
-                let conf = self.workdir.join("rclone.conf");
-                std::fs::write(&conf, "")?;
-                let mut c = Command::new("rclone");
+                let mut c = crate::subject::rclone_mount(
+                    &self.workdir,
+                    &format!(":s3:{BUCKET}"),
+                    mnt,
+                    if full { "full" } else { "writes" },
+                )?;
                 crate::objstore::client_env(&mut c);
-                c.arg("mount")
-                    .arg(format!(":s3:{BUCKET}"))
-                    .arg(mnt)
-                    .args(["--s3-provider", "Other", "--s3-env-auth"])
+                c.args(["--s3-provider", "Other", "--s3-env-auth"])
                     .args(["--s3-endpoint", &endpoint, "--s3-region", "us-east-1"])
                     .args(["--s3-force-path-style=true", "--s3-no-check-bucket"])
                     // Times from the listing, as objfs and s3fs show them
                     // for objects without their metadata: else rclone
                     // sends a HEAD per file a listing shows.
-                    .arg("--use-server-modtime")
-                    .args(["--vfs-cache-mode", if full { "full" } else { "writes" }])
-                    .args(["--log-level", "ERROR"])
-                    .arg("--cache-dir")
-                    .arg(&cache)
-                    .arg("--config")
-                    .arg(&conf);
+                    .arg("--use-server-modtime");
                 spawn_daemon(c, mnt)?
             }
             Client::Raw => {

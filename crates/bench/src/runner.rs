@@ -874,12 +874,13 @@ struct RunOutput {
 }
 
 fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result<RunOutput> {
+    let dataset_paths = engine::dataset_paths(w, backing);
     if w.target.uses_backing() {
         // Workloads that consume their dataset (files-del) need it back
         // before every run; existing files are kept, so this is cheap.
         engine::prepare_dataset(w, backing)?;
         p.subject
-            .before_run(backing, &engine::dataset_paths(w, backing))
+            .before_run(backing, &dataset_paths)
             .with_context(|| {
                 format!("bringing {}'s copy of the dataset up to date", p.info.name)
             })?;
@@ -916,7 +917,7 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
         // Set-up and run in a direct-mode process of their own.
         (Some(launch), _) => crate::direct::run(launch, &w.name, &mounted.dir),
         (None, Some(run)) => {
-            let dataset = engine::dataset_paths(w, backing)[0]
+            let dataset = dataset_paths[0]
                 .strip_prefix(backing)
                 .map(Path::to_path_buf)
                 .unwrap_or_default();

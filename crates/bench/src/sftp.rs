@@ -209,28 +209,17 @@ impl Subject for SftpSubject {
                 spawn_daemon(c, mnt)?
             }
             Client::Rclone => {
-                // A fresh cache per mount: each run starts cold, as the
-                // others do.
-                let cache = self.workdir.join("rclone-cache");
-                if cache.exists() {
-                    std::fs::remove_dir_all(&cache)?;
-                }
-                let conf = self.workdir.join("rclone.conf");
-                std::fs::write(&conf, "")?;
-                let mut c = Command::new("rclone");
-                c.arg("mount")
-                    .arg(format!(":sftp:{}", backing.display()))
-                    .arg(mnt)
-                    .args(["--sftp-host", "127.0.0.1", "--sftp-user", "root"])
+                let mut c = crate::subject::rclone_mount(
+                    &self.workdir,
+                    &format!(":sftp:{}", backing.display()),
+                    mnt,
+                    "full",
+                )?;
+                c.args(["--sftp-host", "127.0.0.1", "--sftp-user", "root"])
                     .arg("--sftp-port")
                     .arg(port.to_string())
                     .arg("--sftp-key-file")
-                    .arg(&key)
-                    .args(["--vfs-cache-mode", "full", "--log-level", "ERROR"])
-                    .arg("--cache-dir")
-                    .arg(&cache)
-                    .arg("--config")
-                    .arg(&conf);
+                    .arg(&key);
                 spawn_daemon(c, mnt)?
             }
             Client::Sftpfs { uring } => {

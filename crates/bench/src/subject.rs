@@ -274,6 +274,29 @@ pub fn spawn_daemon(mut cmd: Command, mnt: &Path) -> Result<Mounted> {
     Ok(Mounted::daemon(mnt, child))
 }
 
+/// `rclone mount REMOTE MNT` with a fresh cache and an empty config in
+/// `workdir` (each run starts cold, as the other subjects do), the
+/// given VFS cache mode, errors only in its log; the caller adds the
+/// backend's flags.
+pub fn rclone_mount(workdir: &Path, remote: &str, mnt: &Path, cache_mode: &str) -> Result<Command> {
+    let cache = workdir.join("rclone-cache");
+    if cache.exists() {
+        std::fs::remove_dir_all(&cache)?;
+    }
+    let conf = workdir.join("rclone.conf");
+    std::fs::write(&conf, "")?;
+    let mut c = Command::new("rclone");
+    c.arg("mount")
+        .arg(remote)
+        .arg(mnt)
+        .args(["--vfs-cache-mode", cache_mode, "--log-level", "ERROR"])
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg("--config")
+        .arg(&conf);
+    Ok(c)
+}
+
 /// `program`'s path on `PATH`, if it is installed.
 pub fn which(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
