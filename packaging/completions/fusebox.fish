@@ -143,7 +143,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand blk; and __fish_seen_sub
 complete -c fusebox -n "__fish_fusebox_using_subcommand blk; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l suite -d 'Which suite to run' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l reps -d 'Repetitions per workload and subject (default: the suite\'s)' -r
-complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l filter -d 'Only workloads whose name contains this' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l filter -d 'Only workloads whose name contains one of these (comma-separated, e.g. objfs/stat,objfs/create)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l backing -d 'Backing store: "tmpfs" (default) or a directory, e.g. one on ext4' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l libfuse-src -d 'A libfuse source tree (a clone of libfuse, 3.19 or master) to build passthrough_hp from for the libfuse io_uring peers; built into the work dir. Without it those peers are listed as unavailable' -r -F
 complete -c fusebox -n "__fish_fusebox_using_subcommand bench" -l out -d 'Where results.json, report.md and charts/ go' -r -F

@@ -26,7 +26,7 @@ use crate::engine::Sample;
 use crate::objstore::{GarageCluster, ACCESS_KEY, BUCKET, SECRET_KEY};
 use crate::results::SubjectInfo;
 use crate::subject::{spawn_daemon, which, Mounted, Subject};
-use crate::workload::{FilesPhase, FioRw, Kind, Workload};
+use crate::workload::{FilesPhase, FioRw, Kind, TreeOp, Workload};
 
 /// The part size and requests in flight of the bench's own transfers:
 /// objfs's defaults, so the limit is the same recipe without a kernel.
@@ -78,8 +78,10 @@ impl Shared {
 /// Which client a subject is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Client {
-    /// objfs through the kernel, supervised (the defaults).
-    Objfs,
+    /// objfs through the kernel, supervised: its defaults, or with
+    /// `upload=behind` (close returns once the data is in the local
+    /// journal, as rclone's cache modes return before uploading).
+    Objfs { behind: bool },
     /// Debian's s3fs 1.90 with its defaults.
     S3fs,
     /// rclone mount, `--vfs-cache-mode writes` (reads straight from the
@@ -107,7 +109,8 @@ pub fn subjects(fusebox_bin: &Path) -> Vec<Box<dyn Subject>> {
         Client::S3fs,
         Client::Rclone { full: false },
         Client::Rclone { full: true },
-        Client::Objfs,
+        Client::Objfs { behind: false },
+        Client::Objfs { behind: true },
     ]
     .into_iter()
     .map(|client| {
@@ -118,6 +121,16 @@ pub fn subjects(fusebox_bin: &Path) -> Vec<Box<dyn Subject>> {
         }) as Box<dyn Subject>
     })
     .collect()
+}
+
+/// Whether a workload writes files (where `upload=` matters).
+fn writes(w: &Workload) -> bool {
+    match &w.kind {
+        Kind::Fio(f) => !f.rw.is_read(),
+        Kind::Files(f) => matches!(f.phase, FilesPhase::Create | FilesPhase::RenameIntoPlace),
+        Kind::Tree { op, .. } => matches!(op, TreeOp::TarExtract | TreeOp::GitClone),
+        _ => false,
+    }
 }
 
 /// Garage's S3 request counts (by API operation), summed over the nodes.
@@ -138,9 +151,13 @@ fn cluster_requests(shared: &Shared, workdir: &Path) -> BTreeMap<String, f64> {
 impl Subject for ObjSubject {
     fn info(&self) -> SubjectInfo {
         let (name, description) = match self.client {
-            Client::Objfs => (
+            Client::Objfs { behind: false } => (
                 "objfs",
-                "objfs through the kernel, classic /dev/fuse, supervised; its defaults (part 8 MiB, 8 requests in flight per file, 64 MiB readahead, metadata trusted 10 s)",
+                "objfs through the kernel, classic /dev/fuse, supervised; its defaults (close waits for the upload, attributes from listings, part 8 MiB, 8 requests in flight per file, 64 MiB readahead, metadata trusted 10 s)",
+            ),
+            Client::Objfs { behind: true } => (
+                "objfs-behind",
+                "objfs with upload=behind: close returns once the data is in its local journal and fsync once it is synced there; uploads follow (write_back 2 s after the last close), as rclone's do; run where a workload writes",
             ),
             Client::S3fs => ("s3fs", "Debian's s3fs 1.90, its defaults (no local cache), path-style requests"),
             Client::Rclone { full: false } => (
@@ -159,7 +176,7 @@ impl Subject for ObjSubject {
         SubjectInfo {
             name: name.into(),
             description: description.into(),
-            is_fusebox: self.client == Client::Objfs,
+            is_fusebox: matches!(self.client, Client::Objfs { .. }),
             is_peer: matches!(self.client, Client::S3fs | Client::Rclone { .. }),
             ..Default::default()
         }
@@ -182,7 +199,11 @@ impl Subject for ObjSubject {
     }
 
     fn runs(&self, w: &Workload) -> bool {
-        self.client != Client::Raw || RawClient::can_run(w)
+        match self.client {
+            Client::Raw => RawClient::can_run(w),
+            Client::Objfs { behind: true } => writes(w),
+            _ => true,
+        }
     }
 
     fn before_run(&self, backing: &Path, paths: &[PathBuf]) -> Result<()> {
@@ -198,7 +219,7 @@ impl Subject for ObjSubject {
             (c.garage.endpoint(0), c.passwd.clone(), c.raw.clone())
         })?;
         let mut m = match self.client {
-            Client::Objfs => {
+            Client::Objfs { behind } => {
                 // A fresh staging area per mount: each run starts cold.
                 let staging = self.workdir.join("objfs-staging");
                 if staging.exists() {
@@ -209,7 +230,11 @@ impl Subject for ObjSubject {
                 c.args(["mount", "objfs", "-f", &format!("s3://{BUCKET}")])
                     .arg(mnt)
                     .arg("-o")
-                    .arg(format!("endpoint={endpoint},staging={}", staging.display()));
+                    .arg(format!(
+                        "endpoint={endpoint},staging={}{}",
+                        staging.display(),
+                        if behind { ",upload=behind" } else { "" }
+                    ));
                 let mut m = spawn_daemon(c, mnt)?;
                 m.fusebox_mount = Some(mnt.to_path_buf());
                 m

@@ -31,7 +31,8 @@ pub struct BenchOptions {
     pub workdir: PathBuf,
     pub backing: Backing,
     pub repetitions: Option<u32>,
-    /// Only workloads whose name contains this.
+    /// Only workloads whose name contains one of these comma-separated
+    /// words.
     pub filter: Option<String>,
     /// Build and run the peers (libfuse, fuser, go-fuse).
     pub peers: bool,
@@ -643,7 +644,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         .filter(|w| {
             o.filter
                 .as_ref()
-                .is_none_or(|f| w.name.contains(f.as_str()))
+                .is_none_or(|f| f.split(',').any(|part| w.name.contains(part)))
         })
         .collect();
     if workloads.is_empty() {

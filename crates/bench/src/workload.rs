@@ -1058,7 +1058,7 @@ fn objfs() -> Vec<Workload> {
                     if rw.is_read() {
                         ", cold caches"
                     } else {
-                        ", fsync at the end (for objfs and s3fs: the upload done)"
+                        ", fsync at the end (for objfs and s3fs: the upload done; for objfs-behind and rclone: the local copy)"
                     }
                 ),
                 Kind::Fio(Fio {

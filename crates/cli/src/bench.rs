@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// Repetitions per workload and subject (default: the suite's).
     #[arg(long)]
     pub reps: Option<u32>,
-    /// Only workloads whose name contains this.
+    /// Only workloads whose name contains one of these (comma-separated, e.g. objfs/stat,objfs/create)
     #[arg(long)]
     pub filter: Option<String>,
     /// Backing store: "tmpfs" (default) or a directory, e.g. one on ext4.

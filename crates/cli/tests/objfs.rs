@@ -451,6 +451,54 @@ fn listing_costs_one_list_per_thousand_and_missing_names_one_request() {
     sh_in(&r, "stat nothing-here-1 nothing-here-2 2>/dev/null", 30);
     sh_in(&r, "stat nothing-here-1 nothing-here-2 2>/dev/null", 30);
     assert!(before("LIST") - lists + before("HEAD") - heads <= 2);
+    // stat of every name, in a mount that has not listed the directory:
+    // the second name lists it whole (three pages), the rest cost nothing.
+    let _s = s.mount("s", "", &[]);
+    let st = s.path("s");
+    let count = |n: &str| counter(&st, &format!("s3.{n}"));
+    let (lists, heads) = (count("LIST"), count("HEAD"));
+    let stat_all = "/usr/bin/python3 -I -c \"import os\nprint(sum(os.stat('many/f%d' % i).st_size == 0 for i in range(1, 2501)))\"";
+    assert_eq!(sh_ok(&st, stat_all, 120), "2500\n");
+    let spent = count("LIST") - lists;
+    assert!((4..=5).contains(&spent), "{spent} LISTs");
+    assert_eq!(count("HEAD") - heads, 0);
+    // What the listing cannot carry (a mode, a symlink) set through
+    // another mount: attrs=head reads each object's own metadata.
+    sh_ok(&s.path("w"), "chmod 750 many/f1 && ln -s f1 many/link", 30);
+    let _h = s.mount("h", "attrs=head", &[]);
+    let out = sh_ok(
+        &s.path("h"),
+        "stat -c %a many/f1 && readlink many/link && ls -l many | grep -c '^l'",
+        60,
+    );
+    assert_eq!(out, "750\nf1\n1\n");
+}
+
+#[test]
+fn a_file_renamed_before_its_upload_goes_up_once_under_its_final_name() {
+    let s = Setup::start("writeback");
+    let _w = s.mount("w", "upload=behind,write_back=5", &[]);
+    let w = s.path("w");
+    let count = |n: &str| counter(&w, &format!("s3.{n}"));
+    // What editors and build tools do: write a temp file, then rename it
+    // over the real name; and what tar does: write, then set the mode.
+    sh_ok(
+        &w,
+        "mkdir d && echo one > d/.x.tmp && mv d/.x.tmp d/x && echo two > d/.x.tmp && mv d/.x.tmp d/x \
+         && echo y > d/y && chmod 640 d/y",
+        30,
+    );
+    let (puts, deletes, copies) = (count("PUT"), count("DELETE"), count("COPY"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while counter(&w, "uploads.pending") > 0 {
+        assert!(Instant::now() < deadline, "uploads still pending");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(count("PUT") - puts, 2, "one PUT each for d/x and d/y");
+    assert_eq!((count("DELETE"), count("COPY")), (deletes, copies));
+    let _r = s.mount("r", "attrs=head", &[]);
+    let out = sh_ok(&s.path("r"), "ls -A d && cat d/x && stat -c %a d/y", 30);
+    assert_eq!(out, "x\ny\ntwo\n640\n");
 }
 
 /// A command that must fail with one clear line and leave no mount.

@@ -13,9 +13,12 @@
 //!   absent names for `negative_timeout`; changes made through this mount
 //!   are seen at once by it.
 //! - a listing gives sizes and Last-Modified but no user metadata (S3
-//!   lists none): `ls -l` of a directory shows those, with the mount's
-//!   default mode for objects whose metadata was not read yet; a lookup by
-//!   name reads the metadata (HEAD) once per attribute timeout.
+//!   lists none). With `attrs=listing` (the default) `ls -l` and a lookup
+//!   by name both answer from it, with the metadata this mount knows for
+//!   that version of the object, else the mount's defaults: a stat of
+//!   every name in a directory costs its listing, not a request each.
+//!   With `attrs=head` a lookup reads the object's metadata (HEAD) once
+//!   per attribute timeout.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
@@ -37,7 +40,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 
 use crate::meta::{Meta, DIRECTORY_TYPE};
-use crate::options::{BucketUrl, ObjOptions, Upload};
+use crate::options::{Attrs, BucketUrl, ObjOptions, Upload};
 use crate::reader::{ReadConfig, Reader};
 use crate::staging::{Record, Staging};
 use crate::store::{Body, ObjectInfo, Store, StoreError};
@@ -85,6 +88,19 @@ enum EntryKind {
     Dir,
 }
 
+/// The most LIST requests a lookup spends listing a directory whole
+/// (1,000 names each): past that, a lookup asks about its own name only.
+const LOOKUP_LISTING_PAGES: usize = 10;
+
+/// What lookups learned of a directory's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DirSize {
+    /// Not listed yet: one name was asked about.
+    Unknown,
+    /// More than [`LOOKUP_LISTING_PAGES`] pages.
+    Large,
+}
+
 /// A directory's listing: names with what the listing said of them.
 struct Listing {
     at: Instant,
@@ -103,6 +119,16 @@ struct Staged {
     dirty: bool,
     /// A journal record is waiting for its upload.
     pending: bool,
+    /// When the background uploader may send it: `write_back` after its
+    /// last close, so a file written and then renamed, chmodded or
+    /// rewritten at once (editors, tar, git, build tools) goes up once,
+    /// under its final name.
+    upload_after: Instant,
+    /// The store may hold an object under this key: it did when the file
+    /// was staged, or an upload of it has started. A rename of a file it
+    /// never held (a temp file renamed into place before its upload)
+    /// sends no DELETE.
+    in_store: bool,
 }
 
 enum Handle {
@@ -181,6 +207,11 @@ pub struct ObjFs {
     /// carries no metadata), after the attribute timeout too.
     metas: Metas,
     listings: moka::sync::Cache<String, Arc<Listing>>,
+    /// Directories a lookup asked the store about within the entry
+    /// timeout: `Small` once (the next lookup there lists it whole),
+    /// `Large` when that listing would take more than
+    /// [`LOOKUP_LISTING_PAGES`] requests (lookups there ask per name).
+    looked_in: moka::sync::Cache<String, DirSize>,
     link_targets: moka::sync::Cache<String, Vec<u8>>,
     /// The entity tag each key had when last opened for reading: the
     /// kernel keeps its cached pages of a file whose tag is unchanged.
@@ -198,6 +229,9 @@ pub struct ObjFs {
     counts: Arc<Counts>,
     /// Wakes the background uploader.
     wake: Arc<tokio::sync::Notify>,
+    /// The metadata of journal records not resumed because their data
+    /// changed after close (by id): a writer's restored handle takes it.
+    unsealed_meta: Mutex<HashMap<u64, Meta>>,
 }
 
 fn now() -> Timespec {
@@ -261,6 +295,10 @@ impl ObjFs {
                 .max_capacity(64)
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
+            looked_in: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(o.entry_timeout.max(Duration::from_millis(1)))
+                .build(),
             link_targets: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(o.attr_timeout.max(Duration::from_millis(1)))
@@ -278,6 +316,7 @@ impl ObjFs {
             next_fh: AtomicU64::new(ids.iter().max().map_or(1, |m| m + 1)),
             counts: Arc::default(),
             wake: Arc::default(),
+            unsealed_meta: Mutex::default(),
             url,
             o,
         };
@@ -301,6 +340,31 @@ impl ObjFs {
                     continue;
                 }
             };
+            match r.matches(&file) {
+                Ok(true) => {}
+                Ok(false) => {
+                    // A writer still open when the server stopped seals
+                    // it again once its handle is restored; otherwise the
+                    // machine stopped before a file closed without fsync
+                    // reached the disk.
+                    tracing::warn!(
+                        "objfs: {}: its staged data is not the size recorded at close, so it is \
+                         not uploaded from that record (a writer still open seals it again; \
+                         after a crash of the machine, the store keeps its last version)",
+                        r.key
+                    );
+                    let _ = self.staging.forget(r.id);
+                    self.unsealed_meta
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(r.id, r.meta());
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!("objfs: journal record {} ({}): {e}", r.id, r.key);
+                    continue;
+                }
+            }
             // Two records for one key: the later one (higher id) wins.
             if let Some(old) = t.remove(&r.key) {
                 let _ = self.staging.forget(old.id);
@@ -316,6 +380,8 @@ impl ObjFs {
                     writers: 0,
                     dirty: false,
                     pending: true,
+                    upload_after: Instant::now(),
+                    in_store: true,
                 },
             );
         }
@@ -444,44 +510,85 @@ impl ObjFs {
         self.rt.block_on(f)
     }
 
-    /// What `key` is, asking the store at most twice (a listing that
-    /// answers for a file and a directory of that name at once, then the
-    /// file's metadata), and not at all while the answer is cached.
+    /// Whether a cached answer stands: with `attrs=head`, a file's
+    /// metadata must have been read, not guessed from a listing.
+    fn settled(&self, k: &Known) -> bool {
+        self.o.attrs == Attrs::Listing || !matches!(k, Known::File { exact: false, .. })
+    }
+
+    /// What `key` is, and not a request while the answer is cached.
+    /// Otherwise from its directory's listing: a cached one, or, for the
+    /// second name asked about in a directory within the entry timeout,
+    /// the directory listed whole (what `ls`, a build or a stat of many
+    /// names asks next), up to [`LOOKUP_LISTING_PAGES`] requests. The
+    /// first name, and names in larger directories, cost one listing
+    /// that answers for a file and a directory of that name at once;
+    /// with `attrs=head` a file's metadata costs a HEAD besides.
     fn lookup(&self, key: &str) -> FsResult<Known> {
         if let Some(k) = self.cached(key) {
-            if !matches!(k, Known::File { exact: false, .. }) {
+            if self.settled(&k) {
                 self.counts.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(k);
             }
         }
         self.counts.cache_misses.fetch_add(1, Ordering::Relaxed);
         let (parent, name) = self.parent_and_name(key);
-        let listed = self.listings.get(&parent).and_then(|l| {
-            if l.at.elapsed() >= self.o.negative_timeout.min(self.o.entry_timeout) {
-                return None;
-            }
+        let fresh = self.o.negative_timeout.min(self.o.entry_timeout);
+        let listing = match self.listings.get(&parent) {
+            Some(l) if l.at.elapsed() < fresh => Some(l),
+            _ => match self.looked_in.get(&parent) {
+                Some(DirSize::Unknown) => {
+                    let l = self.listing(&parent, fresh, Some(LOOKUP_LISTING_PAGES))?;
+                    if l.is_none() {
+                        self.looked_in.insert(parent.clone(), DirSize::Large);
+                    }
+                    l
+                }
+                Some(DirSize::Large) => None,
+                None => {
+                    self.looked_in.insert(parent.clone(), DirSize::Unknown);
+                    None
+                }
+            },
+        };
+        let listed = listing.map(|l| {
             let e = l.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            Some(e.get(name).cloned())
+            e.get(name).cloned()
         });
         let found = match listed {
             Some(None) => Known::Missing,
             Some(Some((EntryKind::Dir, _))) => Known::Dir {
                 meta: self.default_meta(libc::S_IFDIR, 0),
             },
-            Some(Some((EntryKind::File, Some(info)))) => match self.listed_meta(key, &info) {
-                Some(meta) => Known::File {
-                    size: info.size,
-                    etag: info.etag,
-                    meta,
-                    exact: true,
-                },
-                None => self.head(key)?,
-            },
+            Some(Some((EntryKind::File, Some(info)))) => self.listed_file(key, info)?,
             Some(Some((EntryKind::File, None))) => self.head(key)?,
             None => self.probe(key)?,
         };
         self.remember(key, found.clone());
         Ok(found)
+    }
+
+    /// A file as a listing shows it: with the metadata this mount knows
+    /// for that version, else (`attrs=listing`) the mount's defaults, or
+    /// (`attrs=head`) the object's own, read by a HEAD.
+    fn listed_file(&self, key: &str, info: ObjectInfo) -> FsResult<Known> {
+        if let Some(meta) = self.listed_meta(key, &info) {
+            return Ok(Known::File {
+                size: info.size,
+                etag: info.etag,
+                meta,
+                exact: true,
+            });
+        }
+        match self.o.attrs {
+            Attrs::Head => self.head(key),
+            Attrs::Listing => Ok(Known::File {
+                meta: self.default_meta(libc::S_IFREG, info.modified),
+                size: info.size,
+                etag: info.etag,
+                exact: false,
+            }),
+        }
     }
 
     fn head(&self, key: &str) -> FsResult<Known> {
@@ -522,8 +629,8 @@ impl ObjFs {
                     meta: self.default_meta(libc::S_IFDIR, marker.map_or(0, |m| m.1.modified)),
                 });
             }
-            if page.objects.iter().any(|(k, _)| k == key) {
-                file = Some(());
+            if let Some((_, info)) = page.objects.iter().find(|(k, _)| k == key) {
+                file = Some(info.clone());
             }
             // Keys sort as bytes: once past `key/`, neither can follow.
             let past = page
@@ -539,22 +646,31 @@ impl ObjFs {
             }
         }
         match file {
-            Some(()) => self.head(key),
+            Some(info) => self.listed_file(key, info),
             None => Ok(Known::Missing),
         }
     }
 
-    /// Every entry of a directory, from the cache or by listing its
-    /// prefix (`ceil(N/1000)` requests, no HEAD).
-    fn listing(&self, prefix: &str) -> FsResult<Arc<Listing>> {
+    /// Every entry of a directory, from the cache if listed less than
+    /// `fresh` ago, or by listing its prefix (`ceil(N/1000)` requests, no
+    /// HEAD); `None` if that would take more than `max_pages` requests.
+    fn listing(
+        &self,
+        prefix: &str,
+        fresh: Duration,
+        max_pages: Option<usize>,
+    ) -> FsResult<Option<Arc<Listing>>> {
         if let Some(l) = self.listings.get(prefix) {
-            if l.at.elapsed() < self.o.entry_timeout {
-                return Ok(l);
+            if l.at.elapsed() < fresh {
+                return Ok(Some(l));
             }
         }
         let mut entries = BTreeMap::new();
         let mut token = None;
-        loop {
+        for page_number in 1.. {
+            if max_pages.is_some_and(|m| page_number > m) {
+                return Ok(None);
+            }
             let page = self
                 .block_on(self.store.list(prefix, Some("/"), 1000, token))
                 .map_err(errno)?;
@@ -588,7 +704,7 @@ impl ObjFs {
             entries: Mutex::new(entries),
         });
         self.listings.insert(prefix.to_string(), l.clone());
-        Ok(l)
+        Ok(Some(l))
     }
 
     fn new_fh(&self) -> u64 {
@@ -632,8 +748,15 @@ impl ObjFs {
     }
 
     /// A staged copy of `key` to change: the one already staged, or a new
-    /// one (`contents`: download the object first; else empty).
-    fn stage(&self, key: &str, meta: Meta, contents: bool) -> FsResult<(u64, Arc<File>)> {
+    /// one (`contents`: download the object first; else empty;
+    /// `in_store`: the store may hold the key).
+    fn stage(
+        &self,
+        key: &str,
+        meta: Meta,
+        contents: bool,
+        in_store: bool,
+    ) -> FsResult<(u64, Arc<File>)> {
         if let Some(s) = self
             .staged
             .lock()
@@ -671,6 +794,8 @@ impl ObjFs {
                 writers: 1,
                 dirty: !contents,
                 pending: false,
+                upload_after: Instant::now(),
+                in_store: in_store || contents,
             },
         );
         Ok((id, file))
@@ -693,8 +818,10 @@ impl ObjFs {
             if s.dirty {
                 s.dirty = false;
                 s.pending = true;
-                let r = Record::new(id, &key, &s.meta);
-                self.staging.journal(&r, &s.file).map_err(io_errno)?;
+                s.upload_after = Instant::now() + self.o.write_back;
+                let size = s.file.metadata().map_err(io_errno)?.len();
+                let r = Record::new(id, &key, &s.meta, size);
+                self.staging.journal(&r).map_err(io_errno)?;
             }
             key
         };
@@ -715,6 +842,22 @@ impl ObjFs {
                 Err(errno(e))
             }
         }
+    }
+
+    /// fsync(2) of a file whose upload has not finished (`upload=behind`,
+    /// or the store is down): its data and record go to the disk, as a
+    /// local filesystem's would.
+    fn sync_if_pending(&self, id: u64) -> FsResult<()> {
+        let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(s) = t.key_of.get(&id).and_then(|k| t.by_key.get(k)) else {
+            return Ok(());
+        };
+        if s.pending {
+            let file = s.file.clone();
+            drop(t);
+            self.staging.sync(id, &file).map_err(io_errno)?;
+        }
+        Ok(())
     }
 
     /// The file's handle is gone: a staged file nobody writes and nothing
@@ -910,8 +1053,9 @@ impl ObjFs {
                 s.meta = meta;
                 if s.pending && s.writers == 0 {
                     // Rewritten in place: the upload carries the change.
-                    let r = Record::new(s.id, key, &meta);
-                    self.staging.journal(&r, &s.file).map_err(io_errno)?;
+                    let size = s.file.metadata().map_err(io_errno)?.len();
+                    let r = Record::new(s.id, key, &meta, size);
+                    self.staging.journal(&r).map_err(io_errno)?;
                 } else {
                     s.dirty = true;
                 }
@@ -958,7 +1102,9 @@ impl ObjFs {
                 })
                 .collect()
         };
-        let listing = self.listing(&prefix)?;
+        let listing = self
+            .listing(&prefix, self.o.entry_timeout, None)?
+            .expect("no page limit");
         let mut entries: BTreeMap<String, (FileType, Option<FileAttr>)> = listing
             .entries
             .lock()
@@ -966,18 +1112,23 @@ impl ObjFs {
             .iter()
             .map(|(name, (kind, info))| {
                 let full = format!("{prefix}{name}");
-                let known = self.cached(&full).filter(|k| !matches!(k, Known::Missing));
+                let known = self
+                    .cached(&full)
+                    .filter(|k| !matches!(k, Known::Missing) && self.settled(k));
                 let attr = match (known, kind, info) {
                     (Some(k), _, _) => self.attr_of(&k),
                     (None, EntryKind::Dir, _) => {
                         Some(self.attr(libc::S_IFDIR, 0, &self.default_meta(libc::S_IFDIR, 0)))
                     }
-                    (None, EntryKind::File, Some(i)) => {
-                        let meta = self
-                            .listed_meta(&full, i)
-                            .unwrap_or_else(|| self.default_meta(libc::S_IFREG, i.modified));
-                        Some(self.attr(meta.kind(), i.size, &meta))
-                    }
+                    (None, EntryKind::File, Some(i)) => match self.listed_meta(&full, i) {
+                        Some(meta) => Some(self.attr(meta.kind(), i.size, &meta)),
+                        // The kernel looks the name up: a HEAD.
+                        None if self.o.attrs == Attrs::Head => None,
+                        None => {
+                            let meta = self.default_meta(libc::S_IFREG, i.modified);
+                            Some(self.attr(meta.kind(), i.size, &meta))
+                        }
+                    },
                     (None, EntryKind::File, None) => None,
                 };
                 let ft = match attr.map(|a| a.mode & libc::S_IFMT) {
@@ -1061,6 +1212,7 @@ type KeyLocks = Locks<String>;
 
 /// Uploads staged files: one key at a time per caller, in the background
 /// for the journal's leftovers and for `upload=behind`.
+#[derive(Clone)]
 struct Uploader {
     store: Arc<Store>,
     staging: Arc<Staging>,
@@ -1083,9 +1235,14 @@ impl Uploader {
         let lock = self.locks.of(key.to_string());
         let _held = lock.lock().await;
         let (id, meta, file) = {
-            let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
-            match t.by_key.get(key) {
-                Some(s) if s.pending => (s.id, s.meta, s.file.clone()),
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            match t.by_key.get_mut(key) {
+                Some(s) if s.pending => {
+                    // Marked before a byte is sent: a rename that moves
+                    // the file from now on deletes what this leaves.
+                    s.in_store = true;
+                    (s.id, s.meta, s.file.clone())
+                }
                 _ => return Ok(()),
             }
         };
@@ -1194,28 +1351,73 @@ impl Uploader {
     async fn run(self, wake: Arc<tokio::sync::Notify>) {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let keys: Vec<String> = {
+            // Small files (one PUT each) go up `concurrency` at a time, a
+            // round trip each being most of their cost; a large one sends
+            // `concurrency` parts at once by itself, so those go one by one
+            // (and the parts in flight stay within one file's bound).
+            let now = Instant::now();
+            let mut next_due: Option<Instant> = None;
+            let mut small = Vec::new();
+            let mut large = Vec::new();
+            {
                 let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
-                t.by_key
-                    .iter()
-                    .filter(|(_, s)| s.pending)
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            };
+                let due = t.by_key.iter().filter(|(_, s)| s.pending).filter(|(_, s)| {
+                    let due = s.upload_after <= now;
+                    if !due {
+                        next_due = Some(next_due.map_or(s.upload_after, |d| d.min(s.upload_after)));
+                    }
+                    due
+                });
+                for (key, s) in due {
+                    match s.file.metadata() {
+                        Ok(m) if m.len() <= self.part_size => small.push(key.clone()),
+                        _ => large.push(key.clone()),
+                    }
+                }
+            }
             let mut failed = false;
-            for key in keys {
-                if let Err(e) = self.upload(&key).await {
+            let mut note = |key: &str, r: Result<(), StoreError>| {
+                if let Err(e) = r {
                     tracing::warn!("objfs: upload of {key} waits: {e}");
                     self.counts.upload_retries.fetch_add(1, Ordering::Relaxed);
                     failed = true;
                 }
+            };
+            let slots = Arc::new(Semaphore::new(self.concurrency));
+            let mut set = tokio::task::JoinSet::new();
+            for key in small {
+                let slot = slots.clone().acquire_owned().await.expect("never closed");
+                let me = self.clone();
+                set.spawn(async move {
+                    let _slot = slot;
+                    let r = me.upload(&key).await;
+                    (key, r)
+                });
+                while let Some(done) = set.try_join_next() {
+                    if let Ok((key, r)) = done {
+                        note(&key, r);
+                    }
+                }
+            }
+            while let Some(done) = set.join_next().await {
+                if let Ok((key, r)) = done {
+                    note(&key, r);
+                }
+            }
+            for key in large {
+                let r = self.upload(&key).await;
+                note(&key, r);
             }
             if failed {
                 let _ = tokio::time::timeout(backoff, wake.notified()).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             } else {
                 backoff = Duration::from_secs(1);
-                let _ = tokio::time::timeout(Duration::from_secs(5), wake.notified()).await;
+                let idle = next_due.map_or(Duration::from_secs(5), |d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(Duration::from_secs(5))
+                });
+                let _ = tokio::time::timeout(idle, wake.notified()).await;
             }
         }
     }
@@ -1309,7 +1511,7 @@ impl PathFilesystem for ObjFs {
                 ctime: now(),
                 ..self.meta_of(&known)
             };
-            let (id, file) = self.stage(&key, meta, size > 0)?;
+            let (id, file) = self.stage(&key, meta, size > 0, true)?;
             let lock = self.file_locks.of(id);
             let held = self.block_on(lock.lock_owned());
             let r = file.set_len(size).map_err(io_errno);
@@ -1555,21 +1757,26 @@ impl PathFilesystem for ObjFs {
                         s.pending = false;
                     }
                     s.dirty = true;
+                    let from_in_store = s.in_store;
+                    s.in_store = target_exists;
                     let id = s.id;
                     t.insert(tk.clone(), s);
-                    Some(id)
+                    Some((id, from_in_store))
                 }
                 None => None,
             }
         };
         match moved {
-            // Staged data goes up under its new name; the old key goes.
-            Some(id) => {
+            // Staged data goes up under its new name; the old key goes,
+            // if the store ever had it.
+            Some((id, from_in_store)) => {
                 self.seal(id, self.o.upload == Upload::OnClose)?;
-                let r = self.with_key(&fk, self.store.delete(&fk));
-                if let Err(e) = r {
-                    if !matches!(e, StoreError::NotFound) {
-                        return Err(errno(e));
+                if from_in_store {
+                    let r = self.with_key(&fk, self.store.delete(&fk));
+                    if let Err(e) = r {
+                        if !matches!(e, StoreError::NotFound) {
+                            return Err(errno(e));
+                        }
                     }
                 }
             }
@@ -1625,7 +1832,8 @@ impl PathFilesystem for ObjFs {
             let meta = known
                 .as_ref()
                 .map_or(self.default_meta(libc::S_IFREG, 0), |k| self.meta_of(k));
-            let (id, file) = self.stage(&key, meta, !truncate && known.is_some())?;
+            let in_store = !matches!(known, Some(Known::Missing));
+            let (id, file) = self.stage(&key, meta, !truncate && known.is_some(), in_store)?;
             if truncate {
                 let lock = self.file_locks.of(id);
                 let held = self.block_on(lock.lock_owned());
@@ -1756,7 +1964,13 @@ impl PathFilesystem for ObjFs {
         match &*self.handle(fh)? {
             Handle::Staged {
                 id, writes: true, ..
-            } => self.seal(*id, true),
+            } => {
+                // upload=behind: the staging area is where a closed file
+                // is safe, so fsync makes it safe there (on its disk); the
+                // upload follows. upload=close: the store is.
+                self.seal(*id, self.o.upload == Upload::OnClose)?;
+                self.sync_if_pending(*id)
+            }
             _ => Ok(()),
         }
     }
@@ -1800,7 +2014,11 @@ impl PathFilesystem for ObjFs {
                 },
             );
         }
-        let (id, file) = self.stage(&key, meta, false)?;
+        // The kernel creates a name it found missing; the store may hold
+        // it unless this mount knows it does not.
+        let in_store =
+            args.flags & libc::O_EXCL != 0 || !matches!(self.cached(&key), Some(Known::Missing));
+        let (id, file) = self.stage(&key, meta, false, in_store)?;
         {
             let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(s) = t.by_key.get_mut(&key) {
@@ -1933,7 +2151,12 @@ impl PathFilesystem for ObjFs {
                     s.dirty = true;
                 }
                 _ => {
-                    let meta = self.default_meta(libc::S_IFREG, now().sec);
+                    let meta = self
+                        .unsealed_meta
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&handle.fh)
+                        .unwrap_or_else(|| self.default_meta(libc::S_IFREG, now().sec));
                     t.insert(
                         key,
                         Staged {
@@ -1943,6 +2166,8 @@ impl PathFilesystem for ObjFs {
                             writers: 1,
                             dirty: true,
                             pending: false,
+                            upload_after: Instant::now(),
+                            in_store: true,
                         },
                     );
                 }

@@ -79,9 +79,26 @@ pub enum Upload {
     /// cannot be reached, once the data is safe in the journal): another
     /// client sees the file whole as soon as close returns.
     OnClose,
-    /// close(2) returns once the data is in the journal; uploads run
-    /// behind (faster for many small files; other clients see them later).
+    /// close(2) returns once the data is in the journal, and fsync(2)
+    /// once it is synced there; uploads run behind (faster for many small
+    /// files; other clients see them later).
     Behind,
+}
+
+/// Where a name's attributes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attrs {
+    /// Its directory's listing (one LIST per 1,000 entries, shared by
+    /// every name in it): size and Last-Modified, with the mode, owner,
+    /// mtime and type this mount last read or wrote for that version of
+    /// the object, else the mount's defaults. `stat` and `ls -l` agree and
+    /// neither sends a HEAD; metadata another client set (a mode, a
+    /// symlink) is seen once this mount has read it (`attrs=head`).
+    Listing,
+    /// The object's own metadata, one HEAD per name per attribute
+    /// timeout (s3fs's way): exact modes, owners, mtimes and symlinks
+    /// whoever wrote them, at a round trip per name.
+    Head,
 }
 
 /// objfs's settings for one mount.
@@ -122,8 +139,15 @@ pub struct ObjOptions {
     pub staging: Option<PathBuf>,
     /// `upload=close|behind`.
     pub upload: Upload,
+    /// `write_back=S`: with `upload=behind`, how long after its last
+    /// close a file waits before its upload (rclone's `--vfs-write-back`),
+    /// so a file renamed or changed right after it is written goes up
+    /// once.
+    pub write_back: Duration,
     /// `umask=`: permission bits removed from objects without a mode.
     pub umask: u32,
+    /// `attrs=listing|head`.
+    pub attrs: Attrs,
 }
 
 impl Default for ObjOptions {
@@ -143,7 +167,9 @@ impl Default for ObjOptions {
             timeout: Duration::from_secs(30),
             staging: None,
             upload: Upload::OnClose,
+            write_back: Duration::from_secs(2),
             umask: 0o022,
+            attrs: Attrs::Listing,
         }
     }
 }
@@ -242,6 +268,14 @@ impl ObjOptions {
                         _ => return Err(OptionError::Value(key.into(), "close or behind".into())),
                     }
                 }
+                "attrs" => {
+                    o.attrs = match need()? {
+                        "listing" => Attrs::Listing,
+                        "head" => Attrs::Head,
+                        _ => return Err(OptionError::Value(key.into(), "listing or head".into())),
+                    }
+                }
+                "write_back" => o.write_back = seconds(key, need()?)?,
                 "umask" => {
                     o.umask = u32::from_str_radix(need()?, 8)
                         .ok()
@@ -284,7 +318,7 @@ mod tests {
     fn options_are_taken_and_the_rest_passed_on() {
         let (o, rest) = ObjOptions::parse(&[
             "endpoint=http://127.0.0.1:3900/,region=garage,allow_other".into(),
-            "cache_timeout=2,part_size=16M,upload=behind,ro".into(),
+            "cache_timeout=2,part_size=16M,upload=behind,attrs=head,write_back=0.5,ro".into(),
         ])
         .unwrap();
         assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:3900"));
@@ -292,12 +326,16 @@ mod tests {
         assert_eq!(o.negative_timeout, Duration::from_secs(2));
         assert_eq!(o.part_size, 16 << 20);
         assert_eq!(o.upload, Upload::Behind);
+        assert_eq!(o.attrs, Attrs::Head);
+        assert_eq!(o.write_back, Duration::from_millis(500));
+        assert_eq!(ObjOptions::default().attrs, Attrs::Listing);
         assert_eq!(rest, ["allow_other", "ro"]);
         for bad in [
             "endpoint=ftp://x",
             "part_size=1M",
             "concurrency=0",
             "upload=later",
+            "attrs=guess",
             "region",
         ] {
             assert!(ObjOptions::parse(&[bad.into()]).is_err(), "{bad}");

@@ -7,10 +7,17 @@
 //! STAGING/journal/ID.json a closed file awaiting upload: key, metadata, size
 //! ```
 //!
-//! A journal record is written (to a temporary name, synced, renamed,
-//! directory synced) before close(2) returns, and removed only once the
-//! object is in the store; a server that starts finds the records and
-//! uploads them (`ObjFs::resume`). A record names the data file's key as
+//! A journal record is written (to a temporary name, then renamed) before
+//! close(2) returns, and removed only once the object is in the store; a
+//! server that starts finds the records and uploads them
+//! (`ObjFs::resume`). A process that dies (kill -9, a panic, an upgrade)
+//! loses nothing that way: the kernel holds what it wrote. The disk is
+//! synced (`sync`) where a local filesystem would be: on fsync(2) of a
+//! file whose upload cannot finish at once. After a crash of the machine
+//! itself, a record whose data file is not the size it recorded was
+//! closed but never synced, as an unsynced file on a local disk may be
+//! lost: it is not uploaded (`Record::matches`), so the store never gets
+//! a partial object. A record names the data file's key as
 //! of the last rename, so a file renamed before its upload lands under its
 //! new name.
 
@@ -41,12 +48,17 @@ pub struct Record {
     pub mtime: (i64, u32),
     /// ctime: seconds, nanoseconds.
     pub ctime: (i64, u32),
+    /// The data file's size when sealed (absent in records written
+    /// before it was kept).
+    #[serde(default)]
+    pub size: Option<u64>,
 }
 
 impl Record {
-    /// The record for `key`'s data in `id` with `meta`.
-    pub fn new(id: u64, key: &str, meta: &Meta) -> Record {
+    /// The record for `key`'s data in `id` (`size` bytes) with `meta`.
+    pub fn new(id: u64, key: &str, meta: &Meta, size: u64) -> Record {
         Record {
+            size: Some(size),
             id,
             key: key.into(),
             mode: meta.mode,
@@ -55,6 +67,14 @@ impl Record {
             mtime: (meta.mtime.sec, meta.mtime.nsec),
             ctime: (meta.ctime.sec, meta.ctime.nsec),
         }
+    }
+
+    /// Whether `data` is what was sealed, as far as its size tells: a
+    /// machine that stopped before writing back a closed file leaves it
+    /// shorter or longer.
+    pub fn matches(&self, data: &File) -> io::Result<bool> {
+        let len = data.metadata()?.len();
+        Ok(self.size.is_none_or(|s| s == len))
     }
 
     /// Its metadata.
@@ -129,16 +149,26 @@ impl Staging {
         }
     }
 
-    /// Makes `r` durable: after this returns, a crash of this process or
-    /// of the machine still leaves the upload to be done.
-    pub fn journal(&self, r: &Record, data: &File) -> io::Result<()> {
-        data.sync_data()?;
+    /// Records `r`, replacing its earlier record at once: after this
+    /// returns, a crash of this process leaves the upload to be done (a
+    /// crash of the machine too, after `sync`).
+    pub fn journal(&self, r: &Record) -> io::Result<()> {
         let tmp = self.journal.join(format!("{}.tmp", r.id));
         let dst = self.journal.join(format!("{}.json", r.id));
         let mut f = File::create(&tmp)?;
         f.write_all(&serde_json::to_vec(r).map_err(io::Error::other)?)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &dst)?;
+        fs::rename(&tmp, &dst)
+    }
+
+    /// Puts `id`'s data and record on the disk: a crash of the machine
+    /// leaves the upload to be done.
+    pub fn sync(&self, id: u64, data: &File) -> io::Result<()> {
+        data.sync_data()?;
+        match File::open(self.journal.join(format!("{id}.json"))) {
+            Ok(f) => f.sync_all()?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         File::open(&self.journal)?.sync_all()
     }
 
@@ -192,8 +222,13 @@ mod tests {
             mtime: Timespec { sec: 5, nsec: 6 },
             ctime: Timespec { sec: 7, nsec: 8 },
         };
-        let r = Record::new(7, "a/b", &meta);
-        s.journal(&r, &f).unwrap();
+        let r = Record::new(7, "a/b", &meta, 0);
+        s.journal(&r).unwrap();
+        s.sync(7, &f).unwrap();
+        assert!(r.matches(&f).unwrap());
+        f.set_len(3).unwrap();
+        assert!(!r.matches(&f).unwrap());
+        f.set_len(0).unwrap();
         let s = Staging::open(dir.path()).unwrap();
         let (records, ids) = s.scan().unwrap();
         assert_eq!(records, std::slice::from_ref(&r));
