@@ -127,7 +127,10 @@ pub fn subjects(fusebox_bin: &Path) -> Vec<Box<dyn Subject>> {
 fn writes(w: &Workload) -> bool {
     match &w.kind {
         Kind::Fio(f) => !f.rw.is_read(),
-        Kind::Files(f) => matches!(f.phase, FilesPhase::Create | FilesPhase::RenameIntoPlace),
+        Kind::Files(f) => matches!(
+            f.phase,
+            FilesPhase::Create | FilesPhase::Rewrite | FilesPhase::RenameIntoPlace
+        ),
         Kind::Tree { op, .. } => matches!(op, TreeOp::TarExtract | TreeOp::GitClone),
         _ => false,
     }

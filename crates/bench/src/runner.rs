@@ -642,9 +642,11 @@ pub fn run(o: &BenchOptions) -> Result<BenchResults> {
         .workloads
         .into_iter()
         .filter(|w| {
-            o.filter
-                .as_ref()
-                .is_none_or(|f| f.split(',').any(|part| w.name.contains(part)))
+            o.filter.as_ref().is_none_or(|f| {
+                f.split(',')
+                    .filter(|part| !part.is_empty())
+                    .any(|part| w.name.contains(part))
+            })
         })
         .collect();
     if workloads.is_empty() {

@@ -259,6 +259,16 @@ fn renaming_a_directory_of_a_thousand_files_moves_every_one() {
     assert_eq!(out, "1000\n1\n1000\nold-gone\n");
 }
 
+/// Until the mount has no upload pending; `what` if that takes longer
+/// than `limit`.
+fn wait_for_uploads(mnt: &Path, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    while counter(mnt, "uploads.pending") > 0 {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `key: value` counters of the mount's filesystem.
 fn counter(mnt: &Path, name: &str) -> u64 {
     snapshot(mnt)
@@ -375,11 +385,7 @@ fn kill_and_upgrade_of_the_server_during_writes_lose_no_closed_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rounds: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while counter(&mnt, "uploads.pending") > 0 {
-        assert!(Instant::now() < deadline, "uploads still pending");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_uploads(&mnt, Duration::from_secs(60), "uploads still pending");
     // A fresh client sees every file, whole.
     let _fresh = s.mount("fresh", "", &[]);
     let sums = |dir: &Path, names: &str| {
@@ -414,11 +420,7 @@ fn a_store_down_for_a_while_loses_nothing_closed_and_uploads_resume() {
     // Reads of it come from the staging area meanwhile.
     assert_eq!(sh_ok(&mnt, "sha256sum < d/during", 30), sum);
     s.s3.restart().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while counter(&mnt, "uploads.pending") > 0 {
-        assert!(Instant::now() < deadline, "the upload did not resume");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_uploads(&mnt, Duration::from_secs(90), "the upload did not resume");
     let _fresh = s.mount("fresh", "", &[]);
     assert_eq!(sh_ok(&s.path("fresh"), "sha256sum < d/during", 30), sum);
 }
@@ -432,11 +434,11 @@ fn listing_costs_one_list_per_thousand_and_missing_names_one_request() {
         "mkdir many && cd many && for i in $(seq 1 2500); do : > f$i; done; sync",
         300,
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while counter(&s.path("w"), "uploads.pending") > 0 {
-        assert!(Instant::now() < deadline, "uploads still pending");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_uploads(
+        &s.path("w"),
+        Duration::from_secs(120),
+        "uploads still pending",
+    );
     let _r = s.mount("r", "", &[]);
     let r = s.path("r");
     let before = |n: &str| counter(&r, &format!("s3.{n}"));
@@ -489,16 +491,44 @@ fn a_file_renamed_before_its_upload_goes_up_once_under_its_final_name() {
         30,
     );
     let (puts, deletes, copies) = (count("PUT"), count("DELETE"), count("COPY"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while counter(&w, "uploads.pending") > 0 {
-        assert!(Instant::now() < deadline, "uploads still pending");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_uploads(&w, Duration::from_secs(60), "uploads still pending");
     assert_eq!(count("PUT") - puts, 2, "one PUT each for d/x and d/y");
     assert_eq!((count("DELETE"), count("COPY")), (deletes, copies));
     let _r = s.mount("r", "attrs=head", &[]);
     let out = sh_ok(&s.path("r"), "ls -A d && cat d/x && stat -c %a d/y", 30);
     assert_eq!(out, "x\ny\ntwo\n640\n");
+}
+
+#[test]
+fn a_listing_made_while_a_file_was_staged_shows_it_uploaded_and_touch_keeps_modes() {
+    let s = Setup::start("listed");
+    let _a = s.mount("a", "", &[]);
+    sh_ok(
+        &s.path("a"),
+        "mkdir d && echo 1 > d/old && echo 1 > d/old2 && chmod 750 d/old d/old2",
+        30,
+    );
+    let _b = s.mount("b", "upload=behind,write_back=0.5", &[]);
+    let b = s.path("b");
+    // The second name b asks about in d lists d, while `new` is staged only.
+    sh_ok(&b, "echo 2 > d/new && stat d/nothing 2>/dev/null; true", 30);
+    wait_for_uploads(&b, Duration::from_secs(60), "uploads still pending");
+    assert_eq!(sh_ok(&b, "ls d", 30), "new\nold\nold2\n");
+    // b knows `old` and `old2` from the listing only (default mode): a
+    // touch (an open for writing) and a utime (a setattr) there keep the
+    // mode a set.
+    sh_ok(
+        &b,
+        "touch d/old && /usr/bin/python3 -c \"import os; os.utime('d/old2', (1, 1000000))\"",
+        30,
+    );
+    let _c = s.mount("c", "attrs=head", &[]);
+    let out = sh_ok(
+        &s.path("c"),
+        "stat -c %a d/old d/old2 && stat -c %Y d/old2",
+        30,
+    );
+    assert_eq!(out, "750\n750\n1000000\n");
 }
 
 /// A command that must fail with one clear line and leave no mount.

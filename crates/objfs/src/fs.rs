@@ -92,11 +92,17 @@ enum EntryKind {
 /// (1,000 names each): past that, a lookup asks about its own name only.
 const LOOKUP_LISTING_PAGES: usize = 10;
 
+/// The most names the cached listings hold together (about 150 bytes
+/// each).
+const LISTED_NAMES: u64 = 400_000;
+
 /// What lookups learned of a directory's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DirSize {
     /// Not listed yet: one name was asked about.
     Unknown,
+    /// Listed by a lookup already.
+    Listed,
     /// More than [`LOOKUP_LISTING_PAGES`] pages.
     Large,
 }
@@ -208,9 +214,9 @@ pub struct ObjFs {
     metas: Metas,
     listings: moka::sync::Cache<String, Arc<Listing>>,
     /// Directories a lookup asked the store about within the entry
-    /// timeout: `Small` once (the next lookup there lists it whole),
-    /// `Large` when that listing would take more than
-    /// [`LOOKUP_LISTING_PAGES`] requests (lookups there ask per name).
+    /// timeout: `Unknown` once (the next lookup there lists it whole),
+    /// `Listed` after that, `Large` when that listing would take more
+    /// than [`LOOKUP_LISTING_PAGES`] requests (lookups there ask by name).
     looked_in: moka::sync::Cache<String, DirSize>,
     link_targets: moka::sync::Cache<String, Vec<u8>>,
     /// The entity tag each key had when last opened for reading: the
@@ -291,8 +297,20 @@ impl ObjFs {
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
             metas: moka::sync::Cache::new(200_000),
+            // Weighed by names, least recently used out: a listing just
+            // made must be kept (a frequency-based admission would refuse
+            // a new directory's and have the next lookup list it again).
             listings: moka::sync::Cache::builder()
-                .max_capacity(64)
+                .max_capacity(LISTED_NAMES)
+                .weigher(|_, l: &Arc<Listing>| {
+                    let n = l
+                        .entries
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .len();
+                    u32::try_from(n + 1).unwrap_or(u32::MAX)
+                })
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
             looked_in: moka::sync::Cache::builder()
@@ -401,6 +419,8 @@ impl ObjFs {
             counts: self.counts.clone(),
             known: self.known.clone(),
             metas: self.metas.clone(),
+            listings: self.listings.clone(),
+            prefix: self.url.prefix.clone(),
             locks: self.key_locks.clone(),
             file_locks: self.file_locks.clone(),
         }
@@ -426,11 +446,7 @@ impl ObjFs {
     }
 
     fn parent_and_name<'k>(&self, key: &'k str) -> (String, &'k str) {
-        let rel = &key[self.url.prefix.len()..];
-        match rel.rfind('/') {
-            Some(i) => (format!("{}{}/", self.url.prefix, &rel[..i]), &rel[i + 1..]),
-            None => (self.url.prefix.clone(), rel),
-        }
+        parent_and_name(&self.url.prefix, key)
     }
 
     fn default_meta(&self, kind: u32, modified: i64) -> Meta {
@@ -533,18 +549,32 @@ impl ObjFs {
         }
         self.counts.cache_misses.fetch_add(1, Ordering::Relaxed);
         let (parent, name) = self.parent_and_name(key);
-        let fresh = self.o.negative_timeout.min(self.o.entry_timeout);
+        // A listing answers for absence, presence and attributes at once.
+        let fresh = self
+            .o
+            .negative_timeout
+            .min(self.o.entry_timeout)
+            .min(self.o.attr_timeout);
         let listing = match self.listings.get(&parent) {
             Some(l) if l.at.elapsed() < fresh => Some(l),
+            // Nothing cached may be trusted: each lookup asks by name.
+            _ if fresh.is_zero() => None,
             _ => match self.looked_in.get(&parent) {
                 Some(DirSize::Unknown) => {
                     let l = self.listing(&parent, fresh, Some(LOOKUP_LISTING_PAGES))?;
-                    if l.is_none() {
-                        self.looked_in.insert(parent.clone(), DirSize::Large);
-                    }
+                    self.looked_in.insert(
+                        parent.clone(),
+                        if l.is_some() {
+                            DirSize::Listed
+                        } else {
+                            DirSize::Large
+                        },
+                    );
                     l
                 }
-                Some(DirSize::Large) => None,
+                // Listed once this entry timeout, and the listing has
+                // expired or was evicted: by name, not a listing storm.
+                Some(DirSize::Listed | DirSize::Large) => None,
                 None => {
                     self.looked_in.insert(parent.clone(), DirSize::Unknown);
                     None
@@ -588,6 +618,21 @@ impl ObjFs {
                 etag: info.etag,
                 exact: false,
             }),
+        }
+    }
+
+    /// `key` as [`Self::lookup`] has it, with its metadata read where
+    /// a listing only guessed it: what a write or a metadata change
+    /// keeps must be the object's own, or a `touch` would reset another
+    /// client's mode and owner to the mount's defaults.
+    fn lookup_exact(&self, key: &str) -> FsResult<Known> {
+        match self.lookup(key)? {
+            Known::File { exact: false, .. } => {
+                let k = self.head(key)?;
+                self.remember(key, k.clone());
+                Ok(k)
+            }
+            k => Ok(k),
         }
     }
 
@@ -1163,6 +1208,16 @@ impl ObjFs {
     }
 }
 
+/// The prefix of `key`'s directory under the mount's `prefix`, and its
+/// name there.
+fn parent_and_name<'k>(prefix: &str, key: &'k str) -> (String, &'k str) {
+    let rel = &key[prefix.len()..];
+    match rel.rfind('/') {
+        Some(i) => (format!("{prefix}{}/", &rel[..i]), &rel[i + 1..]),
+        None => (prefix.to_string(), rel),
+    }
+}
+
 /// A name a listing may show: not empty, `.` or `..` (keys such as
 /// `a//b` or `a/./b` are out of reach of a path).
 fn usable_name(name: &str) -> bool {
@@ -1224,6 +1279,12 @@ struct Uploader {
     /// the uploaded size, tag and metadata.
     known: moka::sync::Cache<String, (Instant, Known)>,
     metas: Metas,
+    /// Listings cached by the mount: an upload puts its key in its
+    /// directory's, so a listing made while the file was staged still
+    /// shows it once it is not.
+    listings: moka::sync::Cache<String, Arc<Listing>>,
+    /// The mount's key prefix.
+    prefix: String,
     locks: KeyLocks,
     file_locks: Locks<u64>,
 }
@@ -1271,6 +1332,19 @@ impl Uploader {
         } else {
             self.multipart(key, &path, size, headers).await?
         };
+        let (parent, name) = parent_and_name(&self.prefix, key);
+        if let Some(l) = self.listings.get(&parent) {
+            let info = ObjectInfo {
+                size,
+                modified: meta.mtime.sec,
+                etag: etag.clone(),
+                metadata: None,
+            };
+            l.entries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name.to_string(), (EntryKind::File, Some(info)));
+        }
         let k = Known::File {
             size,
             etag,
@@ -1497,7 +1571,7 @@ impl PathFilesystem for ObjFs {
                 meta,
                 exact: true,
             },
-            None => self.lookup(&key)?,
+            None => self.lookup_exact(&key)?,
         };
         if matches!(known, Known::Missing) {
             return Err(Errno::ENOENT);
@@ -1536,7 +1610,7 @@ impl PathFilesystem for ObjFs {
             || attr.mtime.is_some();
         let known = match self.staged_attr(&key) {
             Some(_) => known,
-            None if attr.size.is_some() => self.lookup(&key)?,
+            None if attr.size.is_some() => self.lookup_exact(&key)?,
             None => known,
         };
         if changes_meta {
@@ -1827,7 +1901,7 @@ impl PathFilesystem for ObjFs {
         if writes || truncate {
             let known = match staged {
                 Some(_) => None,
-                None => Some(self.lookup(&key)?),
+                None => Some(self.lookup_exact(&key)?),
             };
             let meta = known
                 .as_ref()
@@ -1873,8 +1947,8 @@ impl PathFilesystem for ObjFs {
             );
             return Ok(Opened::handle(fh));
         }
-        // A reader sees the object as it is now: its size and tag are read
-        // afresh (one HEAD), unless this mount knows them exactly.
+        // A reader sees the object as its listing or HEAD showed it within
+        // the attribute timeout (close-to-open across clients: within it).
         let known = self.lookup(&key)?;
         let attr = self.attr_of(&known);
         let (size, etag) = match known {
@@ -2210,6 +2284,11 @@ impl PathFilesystem for ObjFs {
     }
 
     fn restored(&self) {
+        // Records no writer's handle came back for: their data goes too.
+        self.unsealed_meta
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         // Data files neither journaled nor held by a restored handle were
         // open when a server died and never closed: nothing waits for them.
         let (referenced, handles): (Vec<u64>, Vec<u64>) = {

@@ -275,7 +275,12 @@ impl ObjOptions {
                         _ => return Err(OptionError::Value(key.into(), "listing or head".into())),
                     }
                 }
-                "write_back" => o.write_back = seconds(key, need()?)?,
+                "write_back" => {
+                    o.write_back = seconds(key, need()?)?;
+                    if o.write_back > Duration::from_secs(86_400) {
+                        return Err(OptionError::Value(key.into(), "at most a day".into()));
+                    }
+                }
                 "umask" => {
                     o.umask = u32::from_str_radix(need()?, 8)
                         .ok()
@@ -336,6 +341,7 @@ mod tests {
             "concurrency=0",
             "upload=later",
             "attrs=guess",
+            "write_back=1e18",
             "region",
         ] {
             assert!(ObjOptions::parse(&[bad.into()]).is_err(), "{bad}");

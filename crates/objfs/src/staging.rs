@@ -16,8 +16,10 @@
 //! file whose upload cannot finish at once. After a crash of the machine
 //! itself, a record whose data file is not the size it recorded was
 //! closed but never synced, as an unsynced file on a local disk may be
-//! lost: it is not uploaded (`Record::matches`), so the store never gets
-//! a partial object. A record names the data file's key as
+//! lost: it is not uploaded (`Record::matches`). The size is the check a
+//! filesystem that writes data before the size (ext4's default) makes
+//! enough; it cannot see a rewrite of the same length that did not reach
+//! the disk. A record names the data file's key as
 //! of the last rename, so a file renamed before its upload lands under its
 //! new name.
 
@@ -164,6 +166,7 @@ impl Staging {
     /// leaves the upload to be done.
     pub fn sync(&self, id: u64, data: &File) -> io::Result<()> {
         data.sync_data()?;
+        File::open(&self.files)?.sync_all()?;
         match File::open(self.journal.join(format!("{id}.json"))) {
             Ok(f) => f.sync_all()?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
