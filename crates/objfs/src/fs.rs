@@ -864,9 +864,7 @@ impl ObjFs {
                 s.dirty = false;
                 s.pending = true;
                 s.upload_after = Instant::now() + self.o.write_back;
-                let size = s.file.metadata().map_err(io_errno)?.len();
-                let r = Record::new(id, &key, &s.meta, size);
-                self.staging.journal(&r).map_err(io_errno)?;
+                self.journal(&key, s)?;
             }
             key
         };
@@ -887,6 +885,14 @@ impl ObjFs {
                 Err(errno(e))
             }
         }
+    }
+
+    /// Records `s`, staged for `key`, in the journal: its metadata and
+    /// its size now.
+    fn journal(&self, key: &str, s: &Staged) -> FsResult<()> {
+        let size = s.file.metadata().map_err(io_errno)?.len();
+        let r = Record::new(s.id, key, &s.meta, size);
+        self.staging.journal(&r).map_err(io_errno)
     }
 
     /// fsync(2) of a file whose upload has not finished (`upload=behind`,
@@ -1098,9 +1104,7 @@ impl ObjFs {
                 s.meta = meta;
                 if s.pending && s.writers == 0 {
                     // Rewritten in place: the upload carries the change.
-                    let size = s.file.metadata().map_err(io_errno)?.len();
-                    let r = Record::new(s.id, key, &meta, size);
-                    self.staging.journal(&r).map_err(io_errno)?;
+                    self.journal(key, s)?;
                 } else {
                     s.dirty = true;
                 }

@@ -27,4 +27,4 @@ pub mod staging;
 pub mod store;
 
 pub use fs::{ObjFs, StartError};
-pub use options::{BucketUrl, ObjOptions, OptionError, Upload};
+pub use options::{Attrs, BucketUrl, ObjOptions, OptionError, Upload};
