@@ -494,6 +494,8 @@ fn build_for_run(spec: &str, options: &[String]) -> Result<RunFs> {
                 std::env::temp_dir().join(format!("fusebox-objfs-run-{}", std::process::id()))
             });
             let fs = fusebox_objfs::ObjFs::start(url, o, &staging)?;
+            fs.take_over_journal()
+                .with_context(|| format!("reading the journal in {}", staging.display()))?;
             Ok(RunFs::Objfs(std::sync::Arc::new(
                 fusebox::PathAdapter::new(fs),
             )))

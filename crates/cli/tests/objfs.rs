@@ -337,13 +337,32 @@ except FileExistsError: print('EEXIST')\"";
 
 #[test]
 fn kill_and_upgrade_of_the_server_during_writes_lose_no_closed_file() {
+    kill_and_upgrade_during_writes("", 3_000_000);
+}
+
+/// Files of more than two parts, streamed while written: a server
+/// replaced mid-stream leaves each to go up whole.
+#[test]
+fn kill_and_upgrade_during_streamed_writes_lose_no_closed_file() {
+    kill_and_upgrade_during_writes("part_size=5M", 12_000_000);
+}
+
+/// Closed files wait in the journal while servers are replaced: an
+/// upgrade's next server takes it over only once the old one has stopped
+/// uploading.
+#[test]
+fn kill_and_upgrade_with_uploads_behind_lose_no_closed_file() {
+    kill_and_upgrade_during_writes("upload=behind,write_back=0.3", 3_000_000);
+}
+
+fn kill_and_upgrade_during_writes(options: &str, file_bytes: u64) {
     let s = Setup::start("replace");
-    let _g = s.mount("mnt", "", &[]);
+    let _g = s.mount("mnt", options, &[]);
     let mnt = s.path("mnt");
     let local = s.path("local");
     sh_ok(
         &local,
-        "for i in $(seq 1 6); do head -c 3000000 /dev/urandom > f$i; done",
+        &format!("for i in $(seq 1 6); do head -c {file_bytes} /dev/urandom > f$i; done"),
         60,
     );
     // The writer copies rounds of six files until told to stop, so the
@@ -483,20 +502,31 @@ fn a_file_renamed_before_its_upload_goes_up_once_under_its_final_name() {
     let w = s.path("w");
     let count = |n: &str| counter(&w, &format!("s3.{n}"));
     // What editors and build tools do: write a temp file, then rename it
-    // over the real name; and what tar does: write, then set the mode.
+    // over the real name; and what tar and git do: create with O_EXCL
+    // (exclusive within the mount when uploads are behind), write, then
+    // set the mode.
     sh_ok(
         &w,
         "mkdir d && echo one > d/.x.tmp && mv d/.x.tmp d/x && echo two > d/.x.tmp && mv d/.x.tmp d/x \
          && echo y > d/y && chmod 640 d/y",
         30,
     );
+    let excl = "/usr/bin/python3 -c \"import os\n\
+fd = os.open('d/z', os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600); os.write(fd, b'z'); os.close(fd)\n\
+try:\n    os.open('d/z', os.O_CREAT | os.O_EXCL | os.O_WRONLY)\n\
+except FileExistsError: print('EEXIST')\"";
+    assert_eq!(sh_ok(&w, excl, 30), "EEXIST\n");
     let (puts, deletes, copies) = (count("PUT"), count("DELETE"), count("COPY"));
     wait_for_uploads(&w, Duration::from_secs(60), "uploads still pending");
-    assert_eq!(count("PUT") - puts, 2, "one PUT each for d/x and d/y");
+    assert_eq!(count("PUT") - puts, 3, "one PUT each for d/x, d/y and d/z");
     assert_eq!((count("DELETE"), count("COPY")), (deletes, copies));
     let _r = s.mount("r", "attrs=head", &[]);
-    let out = sh_ok(&s.path("r"), "ls -A d && cat d/x && stat -c %a d/y", 30);
-    assert_eq!(out, "x\ny\ntwo\n640\n");
+    let out = sh_ok(
+        &s.path("r"),
+        "ls -A d && cat d/x d/z && stat -c %a d/y d/z",
+        30,
+    );
+    assert_eq!(out, "x\ny\nz\ntwo\nz640\n600\n");
 }
 
 #[test]
@@ -529,6 +559,119 @@ fn a_listing_made_while_a_file_was_staged_shows_it_uploaded_and_touch_keeps_mode
         30,
     );
     assert_eq!(out, "750\n750\n1000000\n");
+}
+
+#[test]
+fn a_file_written_in_order_goes_up_in_parts_while_it_is_written() {
+    let s = Setup::start("stream");
+    let _w = s.mount("w", "part_size=5M", &[]);
+    let w = s.path("w");
+    let local = s.path("local");
+    let count = |n: &str| counter(&w, &format!("s3.{n}"));
+    sh_ok(
+        &local,
+        "head -c 23000000 /dev/urandom > big && cp big big2 \
+         && printf X | dd of=big2 bs=1 seek=100 conv=notrunc status=none",
+        60,
+    );
+    // In order: its four whole parts go up while it is still open; a
+    // chmod before close is copied onto the object. Written by a child
+    // that waits to be told to close: a fork of this process while the
+    // file is open would close a copy of it (FLUSH) on exec.
+    let (ready, go) = (local.join("ready"), local.join("go"));
+    let writer = {
+        let (w, local) = (w.clone(), local.clone());
+        std::thread::spawn(move || {
+            sh_ok(
+                &w,
+                &format!(
+                    "/usr/bin/python3 -c \"import os, time\n\
+data = open('{0}/big', 'rb').read()\n\
+fd = os.open('a', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\n\
+for i in range(0, len(data), 1 << 20): os.write(fd, data[i:i + (1 << 20)])\n\
+open('{0}/ready', 'w').close()\n\
+while not os.path.exists('{0}/go'): time.sleep(0.02)\n\
+os.fchmod(fd, 0o600); os.close(fd)\"",
+                    local.display()
+                ),
+                120,
+            )
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() || count("UPLOAD_PART") < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "no part went up while the file was open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(count("COMPLETE_MULTIPART"), 0, "completed before close");
+    std::fs::write(&go, "").unwrap();
+    writer.join().unwrap();
+    // Rewritten below what was sent: not streamed, uploaded whole at close.
+    let script = format!(
+        "/usr/bin/python3 -c \"import os\n\
+data = open('{0}/big', 'rb').read()\n\
+fd = os.open('b', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\n\
+for i in range(0, len(data), 1 << 20): os.write(fd, data[i:i + (1 << 20)])\n\
+os.pwrite(fd, b'X', 100); os.close(fd)\"",
+        local.display()
+    );
+    sh_ok(&w, &script, 120);
+    assert_eq!(counter(&w, "uploads.streamed"), 1);
+    assert_eq!(counter(&w, "uploads.pending"), 0);
+    // Three uploads begun (a's stream, b's stream, b whole), two made;
+    // b's stream is aborted in the store (in the background), leaving no
+    // parts behind; a's mode is copied onto it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count("ABORT_MULTIPART") < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let made = [
+        "CREATE_MULTIPART",
+        "COMPLETE_MULTIPART",
+        "ABORT_MULTIPART",
+        "COPY",
+    ]
+    .map(count);
+    assert_eq!(made, [3, 2, 1, 1]);
+    let _r = s.mount("r", "attrs=head", &[]);
+    let out = sh_ok(
+        &s.path("r"),
+        &format!(
+            "cmp a '{0}/big' && cmp b '{0}/big2' && stat -c '%a %s' a b",
+            local.display()
+        ),
+        60,
+    );
+    assert_eq!(out, "600 23000000\n644 23000000\n");
+}
+
+#[test]
+fn unmount_sends_the_uploads_still_waiting_to_go_behind() {
+    let s = Setup::start("drain");
+    let w = s.mount("w", "upload=behind,write_back=600", &[]);
+    sh_ok(&w.mnt, "mkdir d && seq 1 1000 > d/f", 30);
+    assert_eq!(counter(&w.mnt, "uploads.pending"), 1);
+    let out = Command::new(BIN)
+        .arg("umount")
+        .arg(&w.mnt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while common::alive(w.daemon) {
+        assert!(Instant::now() < deadline, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Another mount point: another staging area, so only the store has it.
+    let _r = s.mount("r", "", &[]);
+    assert_eq!(sh_ok(&s.path("r"), "wc -l < d/f", 30), "1000\n");
 }
 
 /// A command that must fail with one clear line and leave no mount.

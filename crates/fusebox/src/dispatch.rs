@@ -189,6 +189,15 @@ impl<F: Filesystem> Dispatcher<F> {
         self
     }
 
+    /// The filesystem's `destroy`, once: on DESTROY, or when the session
+    /// ends without one (the kernel sends DESTROY only to fuseblk mounts,
+    /// and not after an abort or a lazy unmount).
+    pub fn destroy_once(&self) {
+        if !self.destroyed.swap(true, Ordering::AcqRel) {
+            self.fs.destroy();
+        }
+    }
+
     /// The filesystem served.
     pub fn filesystem(&self) -> &Arc<F> {
         &self.fs
@@ -490,9 +499,7 @@ impl<F: Filesystem> Dispatcher<F> {
                 return Err(Errno::EPROTO);
             }
             Op::Destroy => {
-                if !self.destroyed.swap(true, Ordering::AcqRel) {
-                    fs.destroy();
-                }
+                self.destroy_once();
                 Outcome::Empty
             }
             Op::Lookup { name } => entry_out(fs.lookup(ctx, node, name)?),

@@ -642,9 +642,12 @@ impl<F: Filesystem> Session<F> {
                 Err(_) => tracing::error!("worker thread panicked outside a request"),
             }
         }
-        // The kernel is gone; DESTROY may not have been sent (lazy unmount,
-        // abort). Give the filesystem its destroy call either way.
+        // The kernel is gone; DESTROY may not have been sent (only fuseblk
+        // mounts get it; not after a lazy unmount or an abort). Give the
+        // filesystem its destroy call either way. A server that hands its
+        // mount to the next one for an upgrade exits before this.
         self.mount.unmount().ok();
+        self.dispatcher.destroy_once();
         first_err.map_or(Ok(()), Err)
     }
 }

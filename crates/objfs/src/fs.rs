@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use fusebox::fs::ops::*;
 use fusebox::fs::PlusFiller;
-use fusebox::protocol::DataOut;
+use fusebox::protocol::{Connection, DataOut, Notifier};
 use fusebox::recovery::HandleRecord;
 use fusebox::stats::FsCounter;
 use fusebox::*;
@@ -44,6 +44,7 @@ use crate::options::{Attrs, BucketUrl, ObjOptions, Upload};
 use crate::reader::{ReadConfig, Reader};
 use crate::staging::{Record, Staging};
 use crate::store::{Body, ObjectInfo, Store, StoreError};
+use crate::stream::PartStream;
 
 /// Why objfs could not start.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +97,18 @@ const LOOKUP_LISTING_PAGES: usize = 10;
 /// each).
 const LISTED_NAMES: u64 = 400_000;
 
+/// How long an unmounted server waits for the store to take one more
+/// pending upload, while uploads fail, before leaving the rest in the
+/// journal and exiting.
+const DRAIN_STALL: Duration = Duration::from_secs(30);
+
+/// How long a server paused for an upgrade waits for its uploads under
+/// way to finish before it gives the upgrade up.
+const QUIESCE_WAIT: Duration = Duration::from_secs(20);
+
+/// The largest object one CopyObject makes (S3's limit).
+const MAX_COPY: u64 = 5 << 30;
+
 /// What lookups learned of a directory's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DirSize {
@@ -135,6 +148,11 @@ struct Staged {
     /// never held (a temp file renamed into place before its upload)
     /// sends no DELETE.
     in_store: bool,
+    /// The multipart upload following a file written from its end
+    /// (`upload=close`): its close sends only what is left.
+    stream: Option<PartStream>,
+    /// Written out of order since its last upload: not streamed.
+    no_stream: bool,
 }
 
 enum Handle {
@@ -193,6 +211,8 @@ struct Counts {
     uploads: AtomicU64,
     upload_bytes: AtomicU64,
     upload_retries: AtomicU64,
+    /// Uploads sent in parts while their file was written.
+    streamed: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
 }
@@ -235,9 +255,20 @@ pub struct ObjFs {
     counts: Arc<Counts>,
     /// Wakes the background uploader.
     wake: Arc<tokio::sync::Notify>,
+    /// Parts of streamed uploads in flight, across the mount:
+    /// `concurrency` at most.
+    stream_slots: Arc<Semaphore>,
     /// The metadata of journal records not resumed because their data
     /// changed after close (by id): a writer's restored handle takes it.
     unsealed_meta: Mutex<HashMap<u64, Meta>>,
+    /// The staging area's lock while this server owns its journal.
+    journal_lock: Mutex<Option<File>>,
+    /// The background uploader runs (started at the first take-over).
+    uploader_started: std::sync::atomic::AtomicBool,
+    /// Held (shared) by every upload; held whole by a server paused for
+    /// an upgrade, so none runs while the next server takes the journal.
+    upload_gate: Arc<tokio::sync::RwLock<()>>,
+    quiesced: Mutex<Option<tokio::sync::OwnedRwLockWriteGuard<()>>>,
 }
 
 fn now() -> Timespec {
@@ -255,8 +286,10 @@ fn io_errno(e: std::io::Error) -> Errno {
 
 impl ObjFs {
     /// Opens the bucket (one listing, so a wrong bucket, key or endpoint
-    /// fails here, before anything is mounted) and the staging area, and
-    /// resumes the uploads a previous server left in the journal.
+    /// fails here, before anything is mounted) and the staging area. The
+    /// journal is taken over later, by [`Self::take_over_journal`]: at
+    /// INIT on a mount, when the previous server of an upgrade has
+    /// stopped using it.
     pub fn start(url: BucketUrl, o: ObjOptions, staging_dir: &Path) -> Result<ObjFs, StartError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -272,9 +305,6 @@ impl ObjFs {
             })?;
         let staging =
             Staging::open(staging_dir).map_err(|e| StartError::Staging(staging_dir.into(), e))?;
-        let (records, ids) = staging
-            .scan()
-            .map_err(|e| StartError::Staging(staging_dir.into(), e))?;
         let ttl = o.attr_timeout.max(o.entry_timeout).max(o.negative_timeout);
         let chunks = (o.read_memory / o.part_size).max(1);
         let fs = ObjFs {
@@ -331,22 +361,64 @@ impl ObjFs {
                 mtime: now(),
                 ctime: now(),
             }),
-            next_fh: AtomicU64::new(ids.iter().max().map_or(1, |m| m + 1)),
+            next_fh: AtomicU64::new(1),
             counts: Arc::default(),
             wake: Arc::default(),
+            stream_slots: Arc::new(Semaphore::new(o.concurrency)),
             unsealed_meta: Mutex::default(),
+            journal_lock: Mutex::default(),
+            uploader_started: Default::default(),
+            upload_gate: Arc::default(),
+            quiesced: Mutex::default(),
             url,
             o,
         };
-        fs.resume(records);
         Ok(fs)
     }
 
-    /// The journal's records become staged files waiting for upload, and
-    /// the background uploader starts on them.
+    /// Makes the staging area's journal this server's: its lock taken
+    /// (waiting while another server holds it), its records staged files
+    /// waiting for upload, the background uploader started. Called at
+    /// INIT, or by a direct-mode run before it serves; again after an
+    /// abandoned upgrade. Not earlier: an upgrade's next server is built
+    /// while the old one still serves, and two servers must never upload,
+    /// forget or remove the same staged files (nor hand out the same ids).
+    pub fn take_over_journal(&self) -> std::io::Result<()> {
+        let mut held = self
+            .journal_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if held.is_some() {
+            return Ok(());
+        }
+        let lock = self.staging.lock()?;
+        let (records, ids) = self.staging.scan()?;
+        if let Some(last) = ids.iter().max() {
+            self.next_fh.fetch_max(last + 1, Ordering::Relaxed);
+        }
+        self.resume(records);
+        *held = Some(lock);
+        Ok(())
+    }
+
     fn resume(&self, records: Vec<Record>) {
         let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        // Taken again after an abandoned upgrade: what the other server
+        // uploaded meanwhile (its record gone) is no longer pending here.
+        let recorded: std::collections::HashSet<u64> = records.iter().map(|r| r.id).collect();
+        let uploaded: Vec<String> = t
+            .by_key
+            .iter()
+            .filter(|(_, s)| s.pending && s.writers == 0 && !recorded.contains(&s.id))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in uploaded {
+            t.remove(&key);
+        }
         for r in records {
+            if t.key_of.contains_key(&r.id) {
+                continue; // already staged here
+            }
             let file = match self.staging.reopen(r.id) {
                 Ok(f) => Arc::new(f),
                 Err(e) => {
@@ -400,13 +472,18 @@ impl ObjFs {
                     pending: true,
                     upload_after: Instant::now(),
                     in_store: true,
+                    stream: None,
+                    no_stream: false,
                 },
             );
         }
         drop(t);
-        let uploader = self.uploader();
-        let wake = self.wake.clone();
-        self.rt.spawn(async move { uploader.run(wake).await });
+        if !self.uploader_started.swap(true, Ordering::AcqRel) {
+            let uploader = self.uploader();
+            let wake = self.wake.clone();
+            self.rt.spawn(async move { uploader.run(wake).await });
+        }
+        self.wake.notify_one();
     }
 
     fn uploader(&self) -> Uploader {
@@ -422,6 +499,7 @@ impl ObjFs {
             listings: self.listings.clone(),
             prefix: self.url.prefix.clone(),
             locks: self.key_locks.clone(),
+            gate: self.upload_gate.clone(),
             file_locks: self.file_locks.clone(),
         }
     }
@@ -841,6 +919,8 @@ impl ObjFs {
                 pending: false,
                 upload_after: Instant::now(),
                 in_store: in_store || contents,
+                stream: None,
+                no_stream: false,
             },
         );
         Ok((id, file))
@@ -909,6 +989,117 @@ impl ObjFs {
             self.staging.sync(id, &file).map_err(io_errno)?;
         }
         Ok(())
+    }
+
+    /// A write of `offset..end` to `s`, staged for `key` in `file`: its
+    /// stream sends the parts the write completes, or is dropped if the
+    /// write went below what was sent. A file that the write extended
+    /// past one part, written in order so far, is to begin one: its key,
+    /// metadata and size.
+    fn follow(
+        &self,
+        key: &str,
+        s: &mut Staged,
+        file: &File,
+        offset: u64,
+        end: u64,
+    ) -> FsResult<Option<(String, Meta, u64)>> {
+        if let Some(stream) = &s.stream {
+            if offset < stream.sent() || stream.key() != key {
+                s.stream = None;
+                s.no_stream = true;
+            }
+        }
+        // Only a file past one part can stream: smaller ones cost no fstat.
+        if s.no_stream || end <= self.o.part_size {
+            return Ok(None);
+        }
+        let size = file.metadata().map_err(io_errno)?.len();
+        Ok(match &mut s.stream {
+            Some(stream) => {
+                stream.advance(size);
+                None
+            }
+            None if end == size => Some((key.to_string(), s.meta, size)),
+            None => None,
+        })
+    }
+
+    /// Begins the multipart upload that follows staged file `id`; a store
+    /// that refuses leaves the file to go up whole at close.
+    fn begin_stream(&self, id: u64, key: &str, meta: Meta, size: u64) {
+        let begun = self.block_on(PartStream::begin(
+            self.store.clone(),
+            key,
+            meta,
+            self.staging.path(id),
+            self.o.part_size,
+            self.stream_slots.clone(),
+        ));
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stream = match begun {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Not asked again before its upload: a store that is down
+                // must not cost every later write a round trip.
+                tracing::debug!("objfs: {key} goes up whole at close: {e}");
+                if let Some(s) = t.by_key.get_mut(key).filter(|s| s.id == id) {
+                    s.no_stream = true;
+                }
+                return;
+            }
+        };
+        match t.by_key.get_mut(key) {
+            // Still the same file, still written in order: the caller
+            // holds its lock, so no write came between.
+            Some(s) if s.id == id && s.stream.is_none() && !s.no_stream => {
+                stream.advance(size);
+                s.stream = Some(stream);
+            }
+            _ => {} // dropped: the store forgets the upload
+        }
+    }
+
+    /// Uploads every pending file now, `write_back` or not, while the
+    /// store takes them; what it does not take within [`DRAIN_STALL`] of
+    /// the last progress stays in the journal for the next mount.
+    fn drain_uploads(&self) {
+        let pending = || {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            t.by_key
+                .values_mut()
+                .filter(|s| s.pending)
+                .map(|s| s.upload_after = s.upload_after.min(now))
+                .count()
+        };
+        let mut left = pending();
+        if left == 0 {
+            return;
+        }
+        tracing::info!("objfs: unmounted; sending {left} pending uploads");
+        // A large upload takes long without failing: only failures since
+        // the last upload done count as a stall.
+        let retries = || self.counts.upload_retries.load(Ordering::Relaxed);
+        let (mut progress, mut failed_before) = (Instant::now(), retries());
+        self.wake.notify_one();
+        while left > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now_left = pending();
+            if now_left < left {
+                progress = Instant::now();
+                failed_before = retries();
+            } else if progress.elapsed() > DRAIN_STALL && retries() > failed_before {
+                tracing::warn!(
+                    "objfs: the store took no upload for {} s; {now_left} stay in the journal \
+                     for the next mount of this bucket at this mount point",
+                    DRAIN_STALL.as_secs()
+                );
+                return;
+            }
+            left = now_left;
+        }
+        tracing::info!("objfs: every pending upload is in the store");
     }
 
     /// The file's handle is gone: a staged file nobody writes and nothing
@@ -1102,6 +1293,9 @@ impl ObjFs {
             let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(s) = t.by_key.get_mut(key) {
                 s.meta = meta;
+                if let Some(stream) = &mut s.stream {
+                    stream.meta_changed = true;
+                }
                 if s.pending && s.writers == 0 {
                     // Rewritten in place: the upload carries the change.
                     self.journal(key, s)?;
@@ -1290,6 +1484,8 @@ struct Uploader {
     /// The mount's key prefix.
     prefix: String,
     locks: KeyLocks,
+    /// [`ObjFs::upload_gate`].
+    gate: Arc<tokio::sync::RwLock<()>>,
     file_locks: Locks<u64>,
 }
 
@@ -1297,6 +1493,7 @@ impl Uploader {
     /// Uploads what is staged for `key` now, if anything is pending; the
     /// record is forgotten only if no newer one replaced it meanwhile.
     async fn upload(&self, key: &str) -> Result<(), StoreError> {
+        let _open = self.gate.read().await;
         let lock = self.locks.of(key.to_string());
         let _held = lock.lock().await;
         let (id, meta, file) = {
@@ -1317,9 +1514,57 @@ impl Uploader {
             .metadata()
             .map_err(|e| StoreError::Other(format!("staging: {e}")))?
             .len();
+        let stream = {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            t.by_key.get_mut(key).and_then(|s| {
+                s.no_stream = false;
+                s.stream.take()
+            })
+        };
         let path = self.staging.path(id);
         let headers = meta.to_headers();
-        let etag = if size <= self.part_size {
+        let sealed_meta = meta;
+        // What the object carries: a streamed upload took its metadata
+        // when it began, so its mtime is then, not the last write's.
+        let mut meta = meta;
+        let stream = stream.filter(|st| {
+            st.key() == key
+                && st.sent() <= size
+                && size > self.part_size
+                // New metadata is copied on after completion, and one
+                // COPY takes at most 5 GiB: such a file goes up whole.
+                && (size <= MAX_COPY || !st.meta_changes(&meta))
+        });
+        let streamed = match stream {
+            Some(stream) => {
+                let copy_meta = stream.meta_changes(&meta);
+                let began = stream.meta().mtime;
+                match stream.finish(size).await {
+                    Ok(etag) => {
+                        self.counts.streamed.fetch_add(1, Ordering::Relaxed);
+                        Some(if copy_meta {
+                            self.store.copy(key, key, Some(headers.clone())).await?
+                        } else {
+                            meta.mtime = began;
+                            etag
+                        })
+                    }
+                    Err(e) if e.is_transient() => return Err(e),
+                    // The store gave the upload up (aborted by a lifecycle
+                    // rule, say): the file goes up whole instead.
+                    Err(e) => {
+                        tracing::warn!(
+                            "objfs: the streamed upload of {key} failed ({e}); sending it whole"
+                        );
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let etag = if let Some(etag) = streamed {
+            etag
+        } else if size <= self.part_size {
             self.store
                 .put(
                     key,
@@ -1362,7 +1607,8 @@ impl Uploader {
         let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = t.by_key.get_mut(key) {
             // Still the same data, and not changed since it was sealed.
-            if s.id == id && s.meta == meta && s.pending {
+            if s.id == id && s.meta == sealed_meta && s.pending {
+                s.meta = meta;
                 s.pending = false;
                 let _ = self.staging.forget(id);
                 if s.writers == 0 && !s.dirty {
@@ -1502,6 +1748,66 @@ impl Uploader {
 }
 
 impl PathFilesystem for ObjFs {
+    fn init(&self, _conn: &mut Connection, _notifier: &Notifier) -> FsResult<()> {
+        self.take_over_journal().map_err(|e| {
+            tracing::error!("objfs: reading the staging area's journal: {e}");
+            io_errno(e)
+        })
+    }
+
+    fn quiesce(&self) -> std::io::Result<()> {
+        // Streams of files still open go: the next server sends those
+        // files whole at their close.
+        let streams: Vec<PartStream> = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .values_mut()
+            .filter_map(|s| s.stream.take())
+            .collect();
+        // Sent before this process exits, so no parts stay in the store.
+        let aborts = async {
+            for stream in streams {
+                stream.abort().await;
+            }
+        };
+        let _ = self.block_on(async { tokio::time::timeout(QUIESCE_WAIT, aborts).await });
+        // Uploads under way finish (their records forgotten); no other
+        // starts until the process exits or the upgrade is abandoned. The
+        // mount is paused meanwhile: a long one fails the upgrade instead.
+        let gate = self
+            .block_on(async {
+                tokio::time::timeout(QUIESCE_WAIT, self.upload_gate.clone().write_owned()).await
+            })
+            .map_err(|_| {
+                std::io::Error::other(format!(
+                    "uploads still under way after {} s (upgrade again when they are done)",
+                    QUIESCE_WAIT.as_secs()
+                ))
+            })?;
+        *self.quiesced.lock().unwrap_or_else(PoisonError::into_inner) = Some(gate);
+        // The next server takes the journal (and this lock) at its INIT.
+        self.journal_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(())
+    }
+
+    fn quiesce_abandoned(&self) {
+        // The journal first (the next server may have taken it before it
+        // was stopped: what it uploaded is dropped here), then uploads.
+        if let Err(e) = self.take_over_journal() {
+            tracing::error!("objfs: taking the journal back: {e}");
+        }
+        self.quiesced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        self.wake.notify_one();
+    }
+
     fn timeouts(&self) -> Timeouts {
         Timeouts {
             entry: self.o.entry_timeout,
@@ -1593,15 +1899,17 @@ impl PathFilesystem for ObjFs {
             let lock = self.file_locks.of(id);
             let held = self.block_on(lock.lock_owned());
             let r = file.set_len(size).map_err(io_errno);
-            drop(held);
             {
+                // The stream goes under the file's lock, as the bytes did.
                 let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(s) = t.by_key.get_mut(&key) {
                     s.dirty = true;
                     s.meta.mtime = meta.mtime;
                     s.meta.ctime = meta.ctime;
+                    s.stream = None;
                 }
             }
+            drop(held);
             let sealed = r.and_then(|()| self.seal(id, self.o.upload == Upload::OnClose));
             self.unstage_if_idle(id);
             sealed?;
@@ -1916,12 +2224,16 @@ impl PathFilesystem for ObjFs {
                 let lock = self.file_locks.of(id);
                 let held = self.block_on(lock.lock_owned());
                 file.set_len(0).map_err(io_errno)?;
-                drop(held);
                 let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(s) = t.by_key.get_mut(&key) {
                     s.dirty = true;
                     s.meta.mtime = now();
+                    // Written anew from nothing: it may stream again.
+                    s.stream = None;
+                    s.no_stream = false;
                 }
+                drop(t);
+                drop(held);
             }
             fh = id;
             self.add_handle(
@@ -2020,11 +2332,23 @@ impl PathFilesystem for ObjFs {
             args.offset
         };
         file.write_all_at(args.data, offset).map_err(io_errno)?;
-        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(key) = t.key_of.get(id).cloned() {
+        let end = offset + args.data.len() as u64;
+        let begin = {
+            let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(key) = t.key_of.get(id).cloned() else {
+                return Ok(args.data.len() as u32);
+            };
             let s = t.by_key.get_mut(&key).expect("key_of and by_key agree");
             s.dirty = true;
             s.meta.mtime = now();
+            if self.o.upload == Upload::OnClose {
+                self.follow(&key, s, file, offset, end)?
+            } else {
+                None
+            }
+        };
+        if let Some((key, meta, size)) = begin {
+            self.begin_stream(*id, &key, meta, size);
         }
         Ok(args.data.len() as u32)
     }
@@ -2072,9 +2396,14 @@ impl PathFilesystem for ObjFs {
     fn create(&self, ctx: &Ctx, path: &Path, args: &Create) -> FsResult<(FileAttr, Opened)> {
         let key = self.key(path);
         let meta = self.new_meta(ctx, libc::S_IFREG, args.mode, args.umask);
-        if args.flags & libc::O_EXCL != 0 {
-            // Exclusive across clients where the store honours
-            // If-None-Match (AWS S3 does; Garage 2.5 does not).
+        // upload=close: exclusive across clients where the store honours
+        // If-None-Match (AWS S3 does; Garage 2.5 does not), a round trip
+        // per create. upload=behind: exclusive within this mount only (the
+        // kernel found the name missing and holds the directory's lock),
+        // as a write-back cache is: tar and git create every file with
+        // O_EXCL, and a PUT per file would undo write-behind.
+        let excl_in_store = args.flags & libc::O_EXCL != 0 && self.o.upload == Upload::OnClose;
+        if excl_in_store {
             let etag = self
                 .with_key(
                     &key,
@@ -2094,14 +2423,20 @@ impl PathFilesystem for ObjFs {
         }
         // The kernel creates a name it found missing; the store may hold
         // it unless this mount knows it does not.
-        let in_store =
-            args.flags & libc::O_EXCL != 0 || !matches!(self.cached(&key), Some(Known::Missing));
+        let in_store = excl_in_store || !matches!(self.cached(&key), Some(Known::Missing));
         let (id, file) = self.stage(&key, meta, false, in_store)?;
         {
+            // Emptied under its lock, the stream dropped after: no write
+            // of another handle can begin one in between.
+            let lock = self.file_locks.of(id);
+            let _held = self.block_on(lock.lock_owned());
+            file.set_len(0).map_err(io_errno)?;
             let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(s) = t.by_key.get_mut(&key) {
                 s.meta = meta;
                 s.dirty = true;
+                s.stream = None;
+                s.no_stream = false;
             }
         }
         self.remember(
@@ -2113,7 +2448,6 @@ impl PathFilesystem for ObjFs {
                 exact: true,
             },
         );
-        file.set_len(0).map_err(io_errno)?;
         self.add_handle(
             id,
             Handle::Staged {
@@ -2246,6 +2580,8 @@ impl PathFilesystem for ObjFs {
                             pending: false,
                             upload_after: Instant::now(),
                             in_store: true,
+                            stream: None,
+                            no_stream: false,
                         },
                     );
                 }
@@ -2345,6 +2681,10 @@ impl PathFilesystem for ObjFs {
             c.upload_retries.load(Ordering::Relaxed),
         ));
         out.push(FsCounter::new(
+            "uploads.streamed",
+            c.streamed.load(Ordering::Relaxed),
+        ));
+        out.push(FsCounter::new(
             "metadata_cache.hits",
             c.cache_hits.load(Ordering::Relaxed),
         ));
@@ -2367,17 +2707,8 @@ impl PathFilesystem for ObjFs {
     }
 
     fn destroy(&self) {
-        // Uploads still pending stay in the journal for the next mount.
-        let pending = self
-            .staged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_key
-            .values()
-            .filter(|s| s.pending)
-            .count();
-        if pending > 0 {
-            tracing::warn!("objfs: {pending} uploads stay in the journal for the next mount");
-        }
+        // Unmounted (an upgrade's old server exits without this): what is
+        // pending goes up now rather than waiting for the next mount.
+        self.drain_uploads();
     }
 }

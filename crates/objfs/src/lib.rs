@@ -17,6 +17,7 @@
 //! - [`staging`]: files being written and closed files awaiting upload,
 //!   on local disk, with their journal;
 //! - [`reader`]: ranged GETs and sequential prefetch;
+//! - `stream`: multipart uploads that follow a file as it is written;
 //! - [`fs`]: the [`PathFilesystem`](fusebox::PathFilesystem) itself.
 
 pub mod fs;
@@ -25,6 +26,7 @@ pub mod options;
 pub mod reader;
 pub mod staging;
 pub mod store;
+mod stream;
 
 pub use fs::{ObjFs, StartError};
 pub use options::{Attrs, BucketUrl, ObjOptions, OptionError, Upload};

@@ -118,6 +118,35 @@ impl Staging {
         Ok(Staging { files, journal })
     }
 
+    /// An exclusive lock on the staging area, held by the server that
+    /// owns its journal: waited for while another holds it (a daemon
+    /// still sending its uploads after an unmount, when the same bucket
+    /// is mounted at the same place again). Released when the file is
+    /// closed, or its process dies.
+    pub fn lock(&self) -> io::Result<File> {
+        use rustix::fs::{flock, FlockOperation};
+        let path = self.files.with_file_name("lock");
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)?;
+        match flock(&f, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(f),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::warn!(
+            "objfs: another server uses the staging area {} (one still sending its uploads \
+             after an unmount?); waiting for it",
+            path.with_file_name("").display()
+        );
+        flock(&f, FlockOperation::LockExclusive)?;
+        Ok(f)
+    }
+
     /// The data file of `id`.
     pub fn path(&self, id: u64) -> PathBuf {
         self.files.join(id.to_string())
@@ -193,7 +222,13 @@ impl Staging {
             if !name.ends_with(".json") {
                 continue;
             }
-            match serde_json::from_slice::<Record>(&fs::read(e.path())?) {
+            let bytes = match fs::read(e.path()) {
+                Ok(b) => b,
+                // Forgotten since the directory was read: uploaded.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            match serde_json::from_slice::<Record>(&bytes) {
                 Ok(r) => records.push(r),
                 Err(err) => tracing::warn!("staging: unreadable record {name}: {err}"),
             }

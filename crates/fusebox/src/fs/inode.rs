@@ -415,6 +415,12 @@ pub trait Filesystem: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The planned upgrade [`quiesce`](Self::quiesce) prepared for was
+    /// abandoned: this server serves on, so take up the background work
+    /// quiesce stopped. Also called when the pause failed before
+    /// quiesce, and possibly twice: doing nothing then must be safe.
+    fn quiesce_abandoned(&self) {}
+
     /// What `fusebox stats` and direct mode's `--stats` show of the
     /// filesystem itself: requests it sent on, cache hits and misses,
     /// memory it holds. Called on the stats thread while requests are

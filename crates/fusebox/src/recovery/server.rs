@@ -142,6 +142,7 @@ pub(crate) fn obey_supervisor<F: Filesystem>(
                         Ok(saved) => (ToSupervisor::Quiesced, saved),
                         Err(e) => {
                             tracing::error!(error = %e, "the upgrade's pause failed; serving on");
+                            fs.quiesce_abandoned();
                             pause.resume();
                             let error = format!("the serving process failed {e}");
                             (ToSupervisor::Failed { error }, None)
@@ -153,6 +154,7 @@ pub(crate) fn obey_supervisor<F: Filesystem>(
             }
             Ok((ToServer::Resume, _)) => {
                 tracing::info!("upgrade abandoned; serving again");
+                fs.quiesce_abandoned();
                 pause.resume();
             }
             Ok((ToServer::Exit, _)) => {

@@ -36,6 +36,18 @@ pub struct ForgetLinger {
     pub rings: usize,
 }
 
+/// A buffer to read requests into, every page of it already mapped and
+/// written. The kernel copies a request into the reader's memory page by
+/// page; a page it has to fault in while the server is being killed fails
+/// the copy, and the kernel then ends that request with EIO (fs/fuse/dev.c,
+/// `fuse_dev_do_read`) instead of leaving it to be resent to the next
+/// server: after a kill -9, an application would see a failed write.
+/// Pages present and writable are taken without a fault. Filled with a
+/// non-zero byte because zeroed memory comes from the allocator untouched.
+fn request_buffer(len: usize) -> Vec<u8> {
+    vec![0xa5; len]
+}
+
 /// Serve requests until the mount goes away. `buf_size` must hold the
 /// largest request: max_write plus headers.
 pub fn run_worker<F: Filesystem>(
@@ -46,7 +58,7 @@ pub fn run_worker<F: Filesystem>(
     linger: Option<&ForgetLinger>,
     pause: Option<&PauseControl>,
 ) -> Result<WorkerExit, Error> {
-    let mut buf = vec![0u8; buf_size];
+    let mut buf = request_buffer(buf_size);
     if let Some(p) = pause {
         p.register_current();
     }

@@ -350,6 +350,9 @@ pub trait PathFilesystem: Send + Sync + 'static {
         Ok(())
     }
 
+    /// See [`Filesystem::quiesce_abandoned`].
+    fn quiesce_abandoned(&self) {}
+
     /// See [`Filesystem::counters`].
     fn counters(&self) -> Vec<crate::stats::FsCounter> {
         Vec::new()
@@ -1040,6 +1043,10 @@ impl<F: PathFilesystem> Filesystem for PathAdapter<F> {
 
     fn quiesce(&self) -> std::io::Result<()> {
         self.fs.quiesce()
+    }
+
+    fn quiesce_abandoned(&self) {
+        self.fs.quiesce_abandoned();
     }
 
     fn counters(&self) -> Vec<crate::stats::FsCounter> {
