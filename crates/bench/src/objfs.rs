@@ -223,8 +223,13 @@ impl Subject for ObjSubject {
         })?;
         let mut m = match self.client {
             Client::Objfs { behind } => {
-                // A fresh staging area per mount: each run starts cold.
-                let staging = self.workdir.join("objfs-staging");
+                // A fresh staging area per mount: each run starts cold. A
+                // new one each time, not the last one emptied: the last
+                // mount's daemon may still be sending its uploads after
+                // its unmount, by paths in its own staging area.
+                static MOUNTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = MOUNTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let staging = self.workdir.join(format!("objfs-staging-{n}"));
                 if staging.exists() {
                     std::fs::remove_dir_all(&staging)?;
                 }
