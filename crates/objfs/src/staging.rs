@@ -25,6 +25,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -100,6 +101,14 @@ impl Record {
 /// The staging directory of one mount.
 #[derive(Debug)]
 pub struct Staging {
+    /// Where it is, for messages.
+    dir: PathBuf,
+    /// The directory as this server opened it: every path below goes
+    /// through this descriptor (`/proc/self/fd/N/...`), so a server still
+    /// sending its uploads after an unmount keeps to its own directory
+    /// even if that was removed and a new one made at the same place
+    /// (it then finds nothing, instead of the next mount's files).
+    _root: File,
     files: PathBuf,
     journal: PathBuf,
 }
@@ -111,11 +120,16 @@ impl Staging {
         use std::os::unix::fs::DirBuilderExt;
         let mut b = fs::DirBuilder::new();
         b.recursive(true).mode(0o700);
-        let files = dir.join("files");
-        let journal = dir.join("journal");
-        b.create(&files)?;
-        b.create(&journal)?;
-        Ok(Staging { files, journal })
+        b.create(dir.join("files"))?;
+        b.create(dir.join("journal"))?;
+        let root = File::open(dir)?;
+        let held = PathBuf::from(format!("/proc/self/fd/{}", root.as_raw_fd()));
+        Ok(Staging {
+            dir: dir.to_path_buf(),
+            files: held.join("files"),
+            journal: held.join("journal"),
+            _root: root,
+        })
     }
 
     /// An exclusive lock on the staging area, held by the server that
@@ -141,7 +155,7 @@ impl Staging {
         tracing::warn!(
             "objfs: another server uses the staging area {} (one still sending its uploads \
              after an unmount?); waiting for it",
-            path.with_file_name("").display()
+            self.dir.display()
         );
         flock(&f, FlockOperation::LockExclusive)?;
         Ok(f)
@@ -247,6 +261,21 @@ impl Staging {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_staging_area_removed_and_made_again_is_not_the_old_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("s");
+        let old = Staging::open(&at).unwrap();
+        fs::remove_dir_all(&at).unwrap();
+        let new = Staging::open(&at).unwrap();
+        new.create(1).unwrap();
+        // The old server, still draining, removes "its" file 1.
+        old.remove(1);
+        assert!(new.path(1).exists());
+        assert!(old.create(2).is_err());
+        assert!(!at.join("files/2").exists());
+    }
 
     #[test]
     fn records_survive_and_are_forgotten() {
