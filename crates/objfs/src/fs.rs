@@ -2211,15 +2211,28 @@ impl PathFilesystem for ObjFs {
             .map(|s| (s.id, s.file.clone()));
         let fh;
         if writes || truncate {
-            let known = match staged {
-                Some(_) => None,
-                None => Some(self.lookup_exact(&key)?),
+            // The staged file, if it is still there: taken under the table's
+            // lock, since the release of its last writer may remove it (it
+            // was uploaded) between a look and the take.
+            let reused = self
+                .staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .by_key
+                .get_mut(&key)
+                .map(|s| {
+                    s.writers += 1;
+                    (s.id, s.file.clone())
+                });
+            let (id, file) = match reused {
+                Some(taken) => taken,
+                None => {
+                    let known = self.lookup_exact(&key)?;
+                    let in_store = !matches!(known, Known::Missing);
+                    let meta = self.meta_of(&known);
+                    self.stage(&key, meta, !truncate && in_store, in_store)?
+                }
             };
-            let meta = known
-                .as_ref()
-                .map_or(self.default_meta(libc::S_IFREG, 0), |k| self.meta_of(k));
-            let in_store = !matches!(known, Some(Known::Missing));
-            let (id, file) = self.stage(&key, meta, !truncate && known.is_some(), in_store)?;
             if truncate {
                 let lock = self.file_locks.of(id);
                 let held = self.block_on(lock.lock_owned());
