@@ -474,6 +474,11 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
             run_replacement(*how, *probe, *inodes, dir, &work)
         }
         Kind::Tree { op, runs, source } => run_tree(*op, *runs, *source, dir, &work),
+        Kind::ReplaceSoak {
+            duration,
+            every,
+            file_bytes,
+        } => crate::soak::run(*duration, *every, *file_bytes, dir, &work),
         Kind::ReadSteps {
             reads, size, step, ..
         } => run_read_steps(&work.join("f0"), *reads, *size, *step),
@@ -490,14 +495,7 @@ fn run_replacement(
     work: &Path,
 ) -> Result<Sample> {
     let fusebox = std::env::current_exe().context("locating the fusebox binary")?;
-    let stats = |mnt: &Path| -> Option<fusebox::stats::Snapshot> {
-        let out = Command::new(&fusebox)
-            .args(["stats", "--json"])
-            .arg(mnt)
-            .output()
-            .ok()?;
-        serde_json::from_slice(&out.stdout).ok()
-    };
+    let stats = |mnt: &Path| crate::soak::server_stats(&fusebox, mnt);
     let before = stats(mnt).context("reading the mount's stats")?;
     let generation = before
         .recovery

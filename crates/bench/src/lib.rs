@@ -32,6 +32,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod sftp;
+pub mod soak;
 pub mod subject;
 pub mod workload;
 pub use personality::Rng;

@@ -132,6 +132,7 @@ fn writes(w: &Workload) -> bool {
             FilesPhase::Create | FilesPhase::Rewrite | FilesPhase::RenameIntoPlace
         ),
         Kind::Tree { op, .. } => matches!(op, TreeOp::TarExtract | TreeOp::GitClone),
+        Kind::ReplaceSoak { .. } => true,
         _ => false,
     }
 }
@@ -160,7 +161,7 @@ impl Subject for ObjSubject {
             ),
             Client::Objfs { behind: true } => (
                 "objfs-behind",
-                "objfs with upload=behind: close returns once the data is in its local journal and fsync once it is synced there; uploads follow (write_back 2 s after the last close), as rclone's do; run where a workload writes",
+                "objfs with upload=behind: close returns once the data is in its local journal and fsync once it is synced there; uploads follow (write_back, 5 s after the last close, as rclone's --vfs-write-back); run where a workload writes",
             ),
             Client::S3fs => ("s3fs", "Debian's s3fs 1.90, its defaults (no local cache), path-style requests"),
             Client::Rclone { full: false } => (
@@ -203,6 +204,10 @@ impl Subject for ObjSubject {
 
     fn runs(&self, w: &Workload) -> bool {
         match self.client {
+            // Only a supervised mount has a server to replace.
+            _ if matches!(w.kind, Kind::ReplaceSoak { .. }) => {
+                matches!(self.client, Client::Objfs { .. })
+            }
             Client::Raw => RawClient::can_run(w),
             Client::Objfs { behind: true } => writes(w),
             _ => true,

@@ -930,7 +930,10 @@ fn run_one(w: &Workload, p: &Prepared, backing: &Path, workdir: &Path) -> Result
     };
     // A replaced server takes its CPU time and switches with it: no cost
     // per operation for those workloads.
-    let replaced = matches!(w.kind, workload::Kind::Replacement { .. });
+    let replaced = matches!(
+        w.kind,
+        workload::Kind::Replacement { .. } | workload::Kind::ReplaceSoak { .. }
+    );
     let daemon_cpu = match (cpu0, mounted.daemon_cpu_seconds()) {
         (Some(a), Some(b)) if !replaced => Some(b - a),
         _ => None,

@@ -264,6 +264,16 @@ pub enum Kind {
         probe: Probe,
         inodes: u32,
     },
+    /// Files of `file_bytes` copied in a loop while the server is replaced
+    /// every `every` (SIGKILL and `fusebox upgrade` in turn) for
+    /// `duration`; every file read back once nothing waits to be stored
+    /// (`soak`): files closed per second, and any failed write or wrong
+    /// file fails the run.
+    ReplaceSoak {
+        duration: Duration,
+        every: Duration,
+        file_bytes: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -355,7 +365,7 @@ impl Workload {
             Kind::Fio(f) => Some(f.threads),
             Kind::Files(f) => Some(f.threads),
             Kind::FxMark { threads, .. } | Kind::Macro { threads, .. } => Some(*threads),
-            Kind::Tree { .. } | Kind::ReadSteps { .. } => Some(1),
+            Kind::Tree { .. } | Kind::ReadSteps { .. } | Kind::ReplaceSoak { .. } => Some(1),
             Kind::Latency { .. } | Kind::Replacement { .. } => None,
         }
     }
@@ -1133,6 +1143,16 @@ fn objfs() -> Vec<Workload> {
             async_depth: None,
             once: true,
         }),
+        false,
+    );
+    add(
+        "replace-soak",
+        "the server replaced every 2 s for 60 s (SIGKILL and fusebox upgrade in turn: 29 replacements) while files of 3 MB are copied in (at most 10 a second): files closed per second; every file read back once nothing waits to be stored, and any failed write or wrong file fails the run (supervised mounts only)".into(),
+        Kind::ReplaceSoak {
+            duration: Duration::from_secs(60),
+            every: Duration::from_secs(2),
+            file_bytes: 3_000_000,
+        },
         false,
     );
     w

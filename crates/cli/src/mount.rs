@@ -158,11 +158,17 @@ pub struct MountArgs {
     pub no_recovery: bool,
     /// Recovery: most server deaths within --restart-window before the
     /// supervisor stops starting servers (requests then fail with EIO).
+    /// Only servers that die before --settled-after count: a crash loop,
+    /// not a server killed after it served.
     #[arg(long, default_value_t = 5)]
     pub max_restarts: usize,
     /// Recovery: the window --max-restarts counts deaths in (e.g. 30s).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub restart_window: Duration,
+    /// Recovery: a server that had served this long when it died is not
+    /// counted against --max-restarts (e.g. 500ms).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub settled_after: Duration,
 }
 
 /// Why a mount runs without a supervisor, if it does.
@@ -608,6 +614,7 @@ fn supervise(
             clones: workers.max(1),
             max_restarts: args.max_restarts,
             restart_window: args.restart_window,
+            settled_after: args.settled_after,
             held_area,
             ..SupervisorConfig::default()
         },

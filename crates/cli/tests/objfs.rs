@@ -269,6 +269,13 @@ fn wait_for_uploads(mnt: &Path, limit: Duration, what: &str) {
     }
 }
 
+/// The last lines of a daemon's log, for a failure's message.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
 /// `key: value` counters of the mount's filesystem.
 fn counter(mnt: &Path, name: &str) -> u64 {
     snapshot(mnt)
@@ -357,7 +364,16 @@ fn kill_and_upgrade_with_uploads_behind_lose_no_closed_file() {
 
 fn kill_and_upgrade_during_writes(options: &str, file_bytes: u64) {
     let s = Setup::start("replace");
-    let _g = s.mount("mnt", options, &[]);
+    // The suite replaces the server four times; the bench's
+    // objfs/replace-soak does it for a minute. FUSEBOX_OBJFS_REPLACEMENTS
+    // makes this test a longer run, with the daemon's log kept.
+    let replacements: u32 = std::env::var("FUSEBOX_OBJFS_REPLACEMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let log = s.dir.path().join("daemon.log");
+    let log_arg = log.to_str().unwrap().to_owned();
+    let _g = s.mount("mnt", options, &["--log-file", &log_arg]);
     let mnt = s.path("mnt");
     let local = s.path("local");
     sh_ok(
@@ -382,7 +398,7 @@ fn kill_and_upgrade_during_writes(options: &str, file_bytes: u64) {
             )
         })
     };
-    for replacement in 0..4 {
+    for replacement in 0..replacements {
         std::thread::sleep(Duration::from_millis(700));
         if replacement % 2 == 0 {
             // Between a restart and its status the server has no pid to
@@ -400,8 +416,9 @@ fn kill_and_upgrade_during_writes(options: &str, file_bytes: u64) {
     let out = writer.join().unwrap();
     assert!(
         out.status.success(),
-        "a write failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "a write failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log_tail(&log)
     );
     let rounds: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     wait_for_uploads(&mnt, Duration::from_secs(60), "uploads still pending");
@@ -518,7 +535,11 @@ except FileExistsError: print('EEXIST')\"";
     assert_eq!(sh_ok(&w, excl, 30), "EEXIST\n");
     let (puts, deletes, copies) = (count("PUT"), count("DELETE"), count("COPY"));
     wait_for_uploads(&w, Duration::from_secs(60), "uploads still pending");
-    assert_eq!(count("PUT") - puts, 3, "one PUT each for d/x, d/y and d/z");
+    assert_eq!(
+        count("PUT") - puts,
+        4,
+        "one PUT each for d/ (the directory's marker, behind too), d/x, d/y and d/z"
+    );
     assert_eq!((count("DELETE"), count("COPY")), (deletes, copies));
     let _r = s.mount("r", "attrs=head", &[]);
     let out = sh_ok(
@@ -527,6 +548,44 @@ except FileExistsError: print('EEXIST')\"";
         30,
     );
     assert_eq!(out, "x\ny\nz\ntwo\nz640\n600\n");
+}
+
+/// With uploads behind, a directory's marker waits in the journal like a
+/// file: mkdir and what tar does to a directory afterwards (chown, chmod,
+/// utimes) are one PUT after `write_back`, none while the program runs; a
+/// directory made and removed meanwhile costs nothing; a server killed
+/// before the PUT leaves it to the next.
+#[test]
+fn directories_made_with_uploads_behind_go_up_once_and_survive_a_kill() {
+    let s = Setup::start("dirs-behind");
+    let _w = s.mount("w", "upload=behind,write_back=600,cache_timeout=0", &[]);
+    let w = s.path("w");
+    let count = |n: &str| counter(&w, &format!("s3.{n}"));
+    sh_ok(
+        &w,
+        "mkdir -p a/b && echo x > a/b/x && chmod 700 a && touch -d @1000000000 a \
+         && mkdir gone && rmdir gone && mkdir e && mv e f",
+        30,
+    );
+    // Seen here at once (no cache: from the staging area), nothing sent.
+    let out = sh_ok(
+        &w,
+        "stat -c '%n %a %Y' a && stat -c '%n %a' a/b f && ls",
+        30,
+    );
+    assert_eq!(out, "a 700 1000000000\na/b 755\nf 755\na\nf\n");
+    assert_eq!((count("PUT"), count("DELETE")), (0, 0));
+    assert_eq!(counter(&w, "uploads.pending"), 4, "a/, a/b/, a/b/x, f/");
+    // The server dies before any upload: the next one sends them.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !common::kill_server_and_wait(&w) {
+        assert!(Instant::now() < deadline, "no server to kill");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for_uploads(&w, Duration::from_secs(60), "uploads still pending");
+    let _r = s.mount("r", "", &[]);
+    let out = sh_ok(&s.path("r"), "ls && ls a a/b f && cat a/b/x", 30);
+    assert_eq!(out, "a\nf\na:\nb\n\na/b:\nx\n\nf:\nx\n");
 }
 
 #[test]
@@ -769,10 +828,16 @@ fn cluster_one_node_lost_during_a_copy_and_a_listing_then_two() {
     };
     let local = dir.path().join("local");
     std::fs::create_dir_all(&local).unwrap();
+    // 200 MB in the suite; the issue's 1 GiB (1024) is a run of this test
+    // with FUSEBOX_OBJFS_CLUSTER_COPY_MB set.
+    let copy_mb: u64 = std::env::var("FUSEBOX_OBJFS_CLUSTER_COPY_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let sum = sh_ok(
         &local,
-        "head -c 200000000 /dev/urandom > big && sha256sum < big",
-        60,
+        &format!("head -c {}M /dev/urandom > big && sha256sum < big", copy_mb),
+        120,
     );
     sh_ok(
         &mnt,
@@ -782,7 +847,7 @@ fn cluster_one_node_lost_during_a_copy_and_a_listing_then_two() {
     // One node of three dies mid-copy: quorum holds, both complete.
     let copy = {
         let (mnt, local) = (mnt.clone(), local.clone());
-        std::thread::spawn(move || sh_in(&mnt, &format!("cp '{}/big' big", local.display()), 300))
+        std::thread::spawn(move || sh_in(&mnt, &format!("cp '{}/big' big", local.display()), 600))
     };
     std::thread::sleep(Duration::from_millis(800));
     c.kill_node(2);
@@ -832,6 +897,72 @@ fn cluster_one_node_lost_during_a_copy_and_a_listing_then_two() {
         assert!(Instant::now() < deadline, "the mount did not serve again");
         std::thread::sleep(Duration::from_millis(500));
     }
+    drop(g);
+}
+
+/// Objects above one CopyObject's limit (5 GiB in S3; lowered here with
+/// `max_copy`) are renamed, chmodded and moved with their directory by
+/// multipart copies, whole and with their metadata; smaller ones still
+/// by one COPY. On Garage: gofakes3 has no UploadPartCopy.
+#[test]
+fn objects_too_large_for_one_copy_request_are_copied_in_parts() {
+    let Some((dir, c)) = cluster("copy in parts") else {
+        return;
+    };
+    let mnt = dir.path().join("mnt");
+    let staging = dir.path().join("staging");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let g = mount_at(
+        &c.endpoint(0),
+        &mnt,
+        &staging,
+        "part_size=5M,max_copy=5M,attrs=head,cache_timeout=0",
+        &[],
+    );
+    let count = |n: &str| counter(&mnt, &format!("s3.{n}"));
+    let local = dir.path().join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let sum = sh_ok(
+        &local,
+        "head -c 23000000 /dev/urandom > big && sha256sum < big",
+        60,
+    );
+    sh_ok(
+        &mnt,
+        &format!(
+            "mkdir d && cp '{0}/big' d/big && chmod 640 d/big && printf small > d/small",
+            local.display()
+        ),
+        120,
+    );
+    wait_for_uploads(&mnt, Duration::from_secs(60), "uploads did not finish");
+    let before = ["COPY", "UPLOAD_PART_COPY"].map(count);
+    // A rename: 5 parts of 5 MB, the mode carried over from the source.
+    sh_ok(&mnt, "mv d/big d/moved", 120);
+    let after_rename = ["COPY", "UPLOAD_PART_COPY"].map(count);
+    assert_eq!(after_rename[0], before[0], "a one-request copy was tried");
+    assert_eq!(after_rename[1] - before[1], 5);
+    // chmod: the object is copied onto itself with the new mode.
+    sh_ok(&mnt, "chmod 600 d/moved", 120);
+    assert_eq!(count("UPLOAD_PART_COPY") - after_rename[1], 5);
+    // The directory: the large file in parts; the small one and the
+    // directory's marker by one COPY each.
+    sh_ok(&mnt, "mv d e", 120);
+    assert_eq!(count("COPY") - after_rename[0], 2);
+    assert_eq!(count("UPLOAD_PART_COPY") - after_rename[1], 10);
+    assert_eq!(count("ABORT_MULTIPART"), 0);
+    drop(g);
+    // What another client sees: whole objects, metadata kept.
+    let g = mount_at(&c.endpoint(1), &mnt, &staging, "attrs=head", &[]);
+    let out = sh_ok(
+        &mnt,
+        "ls d 2>&1; sha256sum < e/moved && stat -c '%a %s' e/moved && cat e/small",
+        60,
+    );
+    assert_eq!(
+        out,
+        format!("ls: cannot access 'd': No such file or directory\n{sum}600 23000000\nsmall")
+    );
     drop(g);
 }
 

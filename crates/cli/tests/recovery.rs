@@ -308,7 +308,15 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     let guard = mount_supervised(
         &src,
         &mnt,
-        &["--max-restarts", "2", "--restart-window", "60s"],
+        // Every death counts, however slow this host is to kill.
+        &[
+            "--max-restarts",
+            "2",
+            "--restart-window",
+            "60s",
+            "--settled-after",
+            "60s",
+        ],
     );
     kill_server(&mnt);
     kill_server(&mnt);
@@ -320,6 +328,18 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     );
     // Requests now fail at once, with EIO, rather than hang.
     assert_fails_eio(&mnt.join("f"));
+    // So does an upgrade: nothing is left to upgrade.
+    let out = Command::new("timeout")
+        .args(["20", BIN, "upgrade"])
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() != Some(124) && !out.status.success() && said.contains("not serving"),
+        "{:?}: {said}",
+        out.status
+    );
     let text = String::from_utf8_lossy(
         &Command::new(BIN)
             .arg("stats")

@@ -20,7 +20,8 @@
 //!   With `attrs=head` a lookup reads the object's metadata (HEAD) once
 //!   per attribute timeout.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -106,9 +107,6 @@ const DRAIN_STALL: Duration = Duration::from_secs(30);
 /// way to finish before it gives the upgrade up.
 const QUIESCE_WAIT: Duration = Duration::from_secs(20);
 
-/// The largest object one CopyObject makes (S3's limit).
-const MAX_COPY: u64 = 5 << 30;
-
 /// What lookups learned of a directory's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DirSize {
@@ -190,12 +188,51 @@ struct StagedTable {
     key_of: HashMap<u64, String>,
     /// Data files whose key was unlinked while handles still use them.
     orphans: HashMap<u64, u32>,
+    /// When pending uploads fall due, earliest first, by id: the
+    /// uploader takes what is due without looking at every staged file
+    /// (a tar of thousands of files wakes it at every close). Every
+    /// change of a pending file's `upload_after` adds an entry; entries
+    /// that no longer match (uploaded, unlinked, rescheduled later) are
+    /// dropped when they come up.
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
 impl StagedTable {
     fn insert(&mut self, key: String, s: Staged) {
+        if s.pending {
+            self.schedule(s.id, s.upload_after);
+        }
         self.key_of.insert(s.id, key.clone());
         self.by_key.insert(key, s);
+    }
+
+    fn schedule(&mut self, id: u64, at: Instant) {
+        self.due.push(Reverse((at, id)));
+    }
+
+    /// The keys of the pending uploads due at `now`, each once.
+    fn take_due(&mut self, now: Instant) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut seen = HashSet::new();
+        while let Some(&Reverse((at, id))) = self.due.peek() {
+            if at > now {
+                break;
+            }
+            self.due.pop();
+            let Some(key) = self.key_of.get(&id) else {
+                continue;
+            };
+            let s = &self.by_key[key];
+            if s.pending && s.upload_after <= now && seen.insert(id) {
+                keys.push(key.clone());
+            }
+        }
+        keys
+    }
+
+    /// When the earliest upload may fall due (maybe one already done).
+    fn next_due(&self) -> Option<Instant> {
+        self.due.peek().map(|Reverse((at, _))| *at)
     }
 
     fn remove(&mut self, key: &str) -> Option<Staged> {
@@ -626,6 +663,11 @@ impl ObjFs {
             }
         }
         self.counts.cache_misses.fetch_add(1, Ordering::Relaxed);
+        if let Some(meta) = self.staged_marker(key) {
+            let k = Known::Dir { meta };
+            self.remember(key, k.clone());
+            return Ok(k);
+        }
         let (parent, name) = self.parent_and_name(key);
         // A listing answers for absence, presence and attributes at once.
         let fresh = self
@@ -944,7 +986,9 @@ impl ObjFs {
                 s.dirty = false;
                 s.pending = true;
                 s.upload_after = Instant::now() + self.o.write_back;
+                let at = s.upload_after;
                 self.journal(&key, s)?;
+                t.schedule(id, at);
             }
             key
         };
@@ -1067,11 +1111,19 @@ impl ObjFs {
         let pending = || {
             let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
             let now = Instant::now();
-            t.by_key
+            let ids: Vec<u64> = t
+                .by_key
                 .values_mut()
                 .filter(|s| s.pending)
-                .map(|s| s.upload_after = s.upload_after.min(now))
-                .count()
+                .map(|s| {
+                    s.upload_after = s.upload_after.min(now);
+                    s.id
+                })
+                .collect();
+            for &id in &ids {
+                t.schedule(id, now);
+            }
+            ids.len()
         };
         let mut left = pending();
         if left == 0 {
@@ -1125,6 +1177,59 @@ impl ObjFs {
         }
     }
 
+    /// With `upload=behind`, a directory's marker object (made by mkdir,
+    /// changed by a chmod, chown or utime of the directory) goes through
+    /// the staging area and the journal as a file does: staged empty under
+    /// `KEY/` and put `write_back` after its last change. tar makes four
+    /// requests of each directory (mkdir, then chown, chmod and utimes
+    /// once its files are out), each a round trip the extraction waited
+    /// for; now one PUT, after it.
+    fn stage_marker(&self, key: &str, meta: Meta, in_store: bool) -> FsResult<()> {
+        let marker = format!("{key}/");
+        let (id, _) = self.stage(&marker, meta, false, in_store)?;
+        if let Some(s) = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .get_mut(&marker)
+        {
+            s.meta = meta;
+            s.dirty = true;
+        }
+        let sealed = self.seal(id, false);
+        self.unstage_if_idle(id);
+        sealed
+    }
+
+    /// Forgets the staged marker `marker` (`KEY/`) of a directory that
+    /// goes: nothing of it is put.
+    fn drop_staged_marker(&self, marker: &str) {
+        let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = t.remove(marker) {
+            let _ = self.staging.forget(m.id);
+            self.staging.remove(m.id);
+        }
+    }
+
+    /// Whether anything is staged below the directory `prefix` (`KEY/`),
+    /// its own marker aside.
+    fn staged_below(&self, prefix: &str) -> bool {
+        self.staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_key
+            .keys()
+            .any(|k| k.starts_with(prefix) && k != prefix)
+    }
+
+    /// The metadata of `key`'s directory marker, while it waits in the
+    /// staging area.
+    fn staged_marker(&self, key: &str) -> Option<Meta> {
+        let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        t.by_key.get(&format!("{key}/")).map(|s| s.meta)
+    }
+
     /// A new file's metadata: `kind`, `mode` less `umask`, the caller's
     /// ids, times now.
     fn new_meta(&self, ctx: &Ctx, kind: u32, mode: u32, umask: u32) -> Meta {
@@ -1170,15 +1275,15 @@ impl ObjFs {
         })
     }
 
-    /// Every key under `prefix`, all pages.
-    fn all_keys(&self, prefix: &str) -> FsResult<Vec<String>> {
+    /// Every key under `prefix` and its size, all pages.
+    fn all_keys(&self, prefix: &str) -> FsResult<Vec<(String, u64)>> {
         let mut keys = Vec::new();
         let mut token = None;
         loop {
             let page = self
                 .block_on(self.store.list(prefix, None, 1000, token))
                 .map_err(errno)?;
-            keys.extend(page.objects.into_iter().map(|(k, _)| k));
+            keys.extend(page.objects.into_iter().map(|(k, info)| (k, info.size)));
             match page.next {
                 Some(t) => token = Some(t),
                 None => return Ok(keys),
@@ -1188,9 +1293,11 @@ impl ObjFs {
 
     fn rename_dir(&self, from: &str, to: &str) -> FsResult<()> {
         let (fp, tp) = (format!("{from}/"), format!("{to}/"));
-        if !self.all_keys(&tp)?.iter().all(|k| *k == tp) {
+        if !self.all_keys(&tp)?.iter().all(|(k, _)| *k == tp) || self.staged_below(&tp) {
             return Err(Errno::ENOTEMPTY);
         }
+        // An empty directory replaced: its marker, if staged, is not put.
+        self.drop_staged_marker(&tp);
         // Staged files under the directory move with it, locally, once
         // any upload of theirs in flight has landed (and is copied below).
         let moving: Vec<String> = {
@@ -1234,12 +1341,12 @@ impl ObjFs {
         let copied = self.block_on(async {
             let sem = Arc::new(Semaphore::new(concurrency));
             let mut set = tokio::task::JoinSet::new();
-            for k in keys.clone() {
+            for (k, size) in keys.clone() {
                 let (store, sem) = (store.clone(), sem.clone());
                 let nk = format!("{tp}{}", &k[fp.len()..]);
                 set.spawn(async move {
                     let _p = sem.acquire_owned().await;
-                    store.copy(&k, &nk, None).await
+                    store.copy(&k, &nk, size, None).await
                 });
             }
             let mut first_error = None;
@@ -1266,7 +1373,7 @@ impl ObjFs {
         self.block_on(async {
             let sem = Arc::new(Semaphore::new(concurrency));
             let mut set = tokio::task::JoinSet::new();
-            for k in keys {
+            for (k, _) in keys {
                 let (store, sem) = (store.clone(), sem.clone());
                 set.spawn(async move {
                     let _p = sem.acquire_owned().await;
@@ -1306,10 +1413,16 @@ impl ObjFs {
             }
         }
         match known {
-            Known::File { .. } => {
+            Known::File { size, .. } => {
                 return self
-                    .with_key(key, self.store.copy(key, key, Some(meta.to_headers())))
+                    .with_key(
+                        key,
+                        self.store.copy(key, key, *size, Some(meta.to_headers())),
+                    )
                     .map_err(errno)
+            }
+            Known::Dir { .. } if self.o.upload == Upload::Behind => {
+                self.stage_marker(key, meta, true)?;
             }
             Known::Dir { .. } => {
                 let marker = format!("{key}/");
@@ -1339,7 +1452,12 @@ impl ObjFs {
             t.by_key
                 .iter()
                 .filter_map(|(k, s)| {
-                    let name = k.strip_prefix(&prefix).filter(|n| !n.contains('/'))?;
+                    let rel = k.strip_prefix(&prefix)?;
+                    // A directory's staged marker names the directory.
+                    let name = rel.strip_suffix('/').unwrap_or(rel);
+                    if name.is_empty() || name.contains('/') {
+                        return None;
+                    }
                     let size = s.file.metadata().map_or(0, |m| m.len());
                     Some((name.to_string(), self.attr(s.meta.kind(), size, &s.meta)))
                 })
@@ -1384,7 +1502,12 @@ impl ObjFs {
             })
             .collect();
         for (name, attr) in staged {
-            entries.insert(name, (FileType::RegularFile, Some(attr)));
+            let ft = if attr.mode & libc::S_IFMT == libc::S_IFDIR {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            };
+            entries.insert(name, (ft, Some(attr)));
         }
         let mut list = vec![
             (OsString::from("."), FileType::Directory, None),
@@ -1527,14 +1650,8 @@ impl Uploader {
         // What the object carries: a streamed upload took its metadata
         // when it began, so its mtime is then, not the last write's.
         let mut meta = meta;
-        let stream = stream.filter(|st| {
-            st.key() == key
-                && st.sent() <= size
-                && size > self.part_size
-                // New metadata is copied on after completion, and one
-                // COPY takes at most 5 GiB: such a file goes up whole.
-                && (size <= MAX_COPY || !st.meta_changes(&meta))
-        });
+        let stream =
+            stream.filter(|st| st.key() == key && st.sent() <= size && size > self.part_size);
         let streamed = match stream {
             Some(stream) => {
                 let copy_meta = stream.meta_changes(&meta);
@@ -1543,7 +1660,9 @@ impl Uploader {
                     Ok(etag) => {
                         self.counts.streamed.fetch_add(1, Ordering::Relaxed);
                         Some(if copy_meta {
-                            self.store.copy(key, key, Some(headers.clone())).await?
+                            self.store
+                                .copy(key, key, size, Some(headers.clone()))
+                                .await?
                         } else {
                             meta.mtime = began;
                             etag
@@ -1565,6 +1684,7 @@ impl Uploader {
         let etag = if let Some(etag) = streamed {
             etag
         } else if size <= self.part_size {
+            let content_type = key.ends_with('/').then_some(DIRECTORY_TYPE);
             self.store
                 .put(
                     key,
@@ -1574,15 +1694,17 @@ impl Uploader {
                         len: size,
                     },
                     headers,
-                    None,
+                    content_type,
                     false,
                 )
                 .await?
         } else {
             self.multipart(key, &path, size, headers).await?
         };
+        // A directory's marker: the directory's own entry was listed when
+        // it was made.
         let (parent, name) = parent_and_name(&self.prefix, key);
-        if let Some(l) = self.listings.get(&parent) {
+        if let Some(l) = self.listings.get(&parent).filter(|_| !key.ends_with('/')) {
             let info = ObjectInfo {
                 size,
                 modified: meta.mtime.sec,
@@ -1679,26 +1801,18 @@ impl Uploader {
             // round trip each being most of their cost; a large one sends
             // `concurrency` parts at once by itself, so those go one by one
             // (and the parts in flight stay within one file's bound).
-            let now = Instant::now();
-            let mut next_due: Option<Instant> = None;
             let mut small = Vec::new();
             let mut large = Vec::new();
             {
-                let t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
-                let due = t.by_key.iter().filter(|(_, s)| s.pending).filter(|(_, s)| {
-                    let due = s.upload_after <= now;
-                    if !due {
-                        next_due = Some(next_due.map_or(s.upload_after, |d| d.min(s.upload_after)));
-                    }
-                    due
-                });
-                for (key, s) in due {
-                    match s.file.metadata() {
-                        Ok(m) if m.len() <= self.part_size => small.push(key.clone()),
-                        _ => large.push(key.clone()),
+                let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                for key in t.take_due(Instant::now()) {
+                    match t.by_key[&key].file.metadata() {
+                        Ok(m) if m.len() <= self.part_size => small.push(key),
+                        _ => large.push(key),
                     }
                 }
             }
+            let batch: Vec<String> = small.iter().chain(&large).cloned().collect();
             let mut failed = false;
             let mut note = |key: &str, r: Result<(), StoreError>| {
                 if let Err(e) = r {
@@ -1732,6 +1846,19 @@ impl Uploader {
                 let r = self.upload(&key).await;
                 note(&key, r);
             }
+            // What is still pending after its turn (its upload failed, or
+            // its metadata changed during it) goes round again.
+            let next_due = {
+                let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
+                let now = Instant::now();
+                for key in &batch {
+                    if let Some(s) = t.by_key.get(key).filter(|s| s.pending) {
+                        let (id, at) = (s.id, s.upload_after.max(now));
+                        t.schedule(id, at);
+                    }
+                }
+                t.next_due()
+            };
             if failed {
                 let _ = tokio::time::timeout(backoff, wake.notified()).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
@@ -2005,14 +2132,18 @@ impl PathFilesystem for ObjFs {
     fn mkdir(&self, ctx: &Ctx, path: &Path, args: &Mkdir) -> FsResult<FileAttr> {
         let key = self.key(path);
         let meta = self.new_meta(ctx, libc::S_IFDIR, args.mode, args.umask);
-        self.block_on(self.store.put(
-            &format!("{key}/"),
-            Body::Bytes(Vec::new()),
-            meta.to_headers(),
-            Some(DIRECTORY_TYPE),
-            false,
-        ))
-        .map_err(errno)?;
+        if self.o.upload == Upload::Behind {
+            self.stage_marker(&key, meta, false)?;
+        } else {
+            self.block_on(self.store.put(
+                &format!("{key}/"),
+                Body::Bytes(Vec::new()),
+                meta.to_headers(),
+                Some(DIRECTORY_TYPE),
+                false,
+            ))
+            .map_err(errno)?;
+        }
         let k = Known::Dir { meta };
         let a = self.attr_of(&k).expect("a directory");
         self.remember(&key, k);
@@ -2057,14 +2188,10 @@ impl PathFilesystem for ObjFs {
     fn rmdir(&self, _ctx: &Ctx, path: &Path) -> FsResult<()> {
         let key = self.key(path);
         let prefix = format!("{key}/");
-        if self
-            .staged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_key
-            .keys()
-            .any(|k| k.starts_with(&prefix))
-        {
+        // An upload of the marker in flight lands before the DELETE.
+        let marker_lock = self.key_locks.of(prefix.clone());
+        let _marker_held = self.block_on(marker_lock.lock_owned());
+        if self.staged_below(&prefix) {
             return Err(Errno::ENOTEMPTY);
         }
         let page = self
@@ -2073,6 +2200,7 @@ impl PathFilesystem for ObjFs {
         if page.objects.iter().any(|(k, _)| *k != prefix) {
             return Err(Errno::ENOTEMPTY);
         }
+        self.drop_staged_marker(&prefix);
         if page.objects.is_empty() {
             // A directory without a marker and without files is gone.
             self.remember(&key, Known::Missing);
@@ -2113,14 +2241,14 @@ impl PathFilesystem for ObjFs {
         if flags & libc::RENAME_NOREPLACE != 0 && target_exists {
             return Err(Errno::EEXIST);
         }
-        match source {
+        let source_size = match source {
             Known::Missing => return Err(Errno::ENOENT),
             Known::Dir { .. } => {
                 self.rename_dir(&fk, &tk)?;
                 return Ok(());
             }
-            Known::File { .. } => {}
-        }
+            Known::File { size, .. } => size,
+        };
         // The target's own staged copy (a file open under that name) is
         // replaced: its handles keep their data, unlinked.
         {
@@ -2169,7 +2297,7 @@ impl PathFilesystem for ObjFs {
             None => {
                 let store = self.store.clone();
                 self.with_key(&fk, async {
-                    store.copy(&fk, &tk, None).await?;
+                    store.copy(&fk, &tk, source_size, None).await?;
                     store.delete(&fk).await
                 })
                 .map_err(errno)?;
@@ -2308,13 +2436,9 @@ impl PathFilesystem for ObjFs {
 
     fn read(&self, _ctx: &Ctx, _path: &Path, args: &Read, out: &mut DataOut) -> FsResult<()> {
         match &*self.handle(args.fh)? {
-            Handle::Remote(r, _) => {
-                let data = self
-                    .block_on(r.read(&self.store, &self.read, args.offset, args.size))
-                    .map_err(errno)?;
-                out.extend_from_slice(&data);
-                Ok(())
-            }
+            Handle::Remote(r, _) => self
+                .block_on(r.read(&self.store, &self.read, args.offset, args.size, out))
+                .map_err(errno),
             Handle::Staged { file, .. } => {
                 use std::os::fd::AsFd;
                 out.pread(file.as_fd(), args.offset, args.size as usize)
@@ -2723,5 +2847,61 @@ impl PathFilesystem for ObjFs {
         // Unmounted (an upgrade's old server exits without this): what is
         // pending goes up now rather than waiting for the next mount.
         self.drain_uploads();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn staged(id: u64, pending: bool, upload_after: Instant) -> Staged {
+        let t = Timespec { sec: 0, nsec: 0 };
+        Staged {
+            id,
+            file: Arc::new(tempfile::tempfile().unwrap()),
+            meta: Meta {
+                mode: libc::S_IFREG | 0o644,
+                uid: 0,
+                gid: 0,
+                mtime: t,
+                ctime: t,
+            },
+            writers: 0,
+            dirty: false,
+            pending,
+            upload_after,
+            in_store: false,
+            stream: None,
+            no_stream: false,
+        }
+    }
+
+    #[test]
+    fn the_due_queue_gives_what_is_due_once_and_skips_what_changed() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let mut t = StagedTable::default();
+        t.insert("a".into(), staged(1, true, now));
+        t.insert("b".into(), staged(2, true, now));
+        t.insert("c".into(), staged(3, true, later));
+        t.insert("open".into(), staged(4, false, now));
+        // b is written again: due later now, its first entry stale.
+        t.by_key.get_mut("b").unwrap().upload_after = later;
+        t.schedule(2, later);
+        // a twice in the queue (sealed twice): given once.
+        t.schedule(1, now);
+        // Renamed: found under its new key.
+        let s = t.remove("a").unwrap();
+        t.insert("a2".into(), s);
+        // Gone (unlinked) before it came up.
+        t.insert("gone".into(), staged(5, true, now));
+        t.remove("gone");
+        assert_eq!(t.take_due(now), vec!["a2".to_string()]);
+        assert_eq!(t.take_due(now), Vec::<String>::new());
+        assert_eq!(t.next_due(), Some(later));
+        let mut due = t.take_due(later);
+        due.sort();
+        assert_eq!(due, ["b", "c"]);
+        assert_eq!(t.next_due(), None);
     }
 }

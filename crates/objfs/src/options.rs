@@ -127,6 +127,11 @@ pub struct ObjOptions {
     pub part_size: u64,
     /// `concurrency=N`: requests one file's transfer keeps in flight.
     pub concurrency: usize,
+    /// `max_copy=BYTES`: the largest object one CopyObject request
+    /// copies (S3's limit, 5 GiB, by default); larger objects are copied
+    /// in parts of `part_size` (UploadPartCopy). For stores that set a
+    /// lower limit.
+    pub max_copy: u64,
     /// `readahead=BYTES`: the most a sequential reader fetches ahead.
     pub readahead: u64,
     /// `read_memory=BYTES`: the bound on fetched-ahead data held for all
@@ -162,12 +167,13 @@ impl Default for ObjOptions {
             negative_timeout: Duration::from_secs(10),
             part_size: 8 << 20,
             concurrency: 8,
+            max_copy: 5 << 30,
             readahead: 64 << 20,
             read_memory: 256 << 20,
             timeout: Duration::from_secs(30),
             staging: None,
             upload: Upload::OnClose,
-            write_back: Duration::from_secs(2),
+            write_back: Duration::from_secs(5),
             umask: 0o022,
             attrs: Attrs::Listing,
         }
@@ -251,6 +257,13 @@ impl ObjOptions {
                         .ok()
                         .filter(|n| (1..=256).contains(n))
                         .ok_or_else(|| OptionError::Value(key.into(), "1 to 256".into()))?
+                }
+                "max_copy" => {
+                    let n = parse_size(key, need()?)?;
+                    if !(5 << 20..=5 << 30).contains(&n) {
+                        return Err(OptionError::Value(key.into(), "between 5M and 5G".into()));
+                    }
+                    o.max_copy = n;
                 }
                 "readahead" => o.readahead = parse_size(key, need()?)?,
                 "read_memory" => o.read_memory = parse_size(key, need()?)?,

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use fusebox::protocol::DataOut;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::store::{Store, StoreError};
@@ -93,16 +94,18 @@ impl Reader {
         })
     }
 
-    /// Up to `size` bytes at `offset` (fewer at the end of the object).
+    /// Up to `size` bytes at `offset` (fewer at the end of the object),
+    /// copied from the fetched chunks straight into the reply.
     pub async fn read(
         &self,
         store: &Arc<Store>,
         cfg: &ReadConfig,
         offset: u64,
         size: u32,
-    ) -> Result<Vec<u8>, StoreError> {
+        out: &mut DataOut<'_>,
+    ) -> Result<(), StoreError> {
         if offset >= self.size {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let end = (offset + u64::from(size)).min(self.size);
         let first = offset / cfg.chunk;
@@ -149,11 +152,10 @@ impl Reader {
         let Some(wanted) = wanted else {
             // A read elsewhere: its own range, nothing kept.
             let len = (end - offset).max(MIN_RANGE).min(self.size - offset);
-            let mut data = store.get(&self.key, offset, Some(len)).await?;
-            data.truncate((end - offset) as usize);
-            return Ok(data);
+            let data = store.get(&self.key, offset, Some(len)).await?;
+            out.extend_from_slice(&data[..data.len().min((end - offset) as usize)]);
+            return Ok(());
         };
-        let mut out = Vec::with_capacity((end - offset) as usize);
         for (i, c) in (first..=last).zip(wanted) {
             let mut rx = c.done.clone();
             let got = rx
@@ -181,6 +183,6 @@ impl Reader {
                 out.extend_from_slice(&data[from as usize..to as usize]);
             }
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -144,7 +144,7 @@ pub struct RequestCounts {
 }
 
 /// The kinds of request counted (S3's operation names).
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "LIST",
     "HEAD",
     "GET",
@@ -155,6 +155,7 @@ pub const KINDS: [&str; 10] = [
     "UPLOAD_PART",
     "COMPLETE_MULTIPART",
     "ABORT_MULTIPART",
+    "UPLOAD_PART_COPY",
 ];
 
 impl RequestCounts {
@@ -182,6 +183,10 @@ const CREATE_MULTIPART: usize = 6;
 const UPLOAD_PART: usize = 7;
 const COMPLETE_MULTIPART: usize = 8;
 const ABORT_MULTIPART: usize = 9;
+const UPLOAD_PART_COPY: usize = 10;
+
+/// S3's most parts in one multipart upload.
+const MAX_PARTS: u64 = 10_000;
 
 /// Content to put: bytes in memory, or a byte range of a staged file.
 pub enum Body<'a> {
@@ -203,6 +208,11 @@ pub struct Store {
     client: Client,
     bucket: String,
     counts: RequestCounts,
+    /// The largest object one CopyObject copies (`max_copy`).
+    max_copy: u64,
+    /// Part size and parts in flight of a copy made in parts.
+    part_size: u64,
+    concurrency: usize,
 }
 
 impl std::fmt::Debug for Store {
@@ -272,6 +282,9 @@ impl Store {
             client: Client::from_conf(cfg.build()),
             bucket: url.bucket.clone(),
             counts: RequestCounts::default(),
+            max_copy: o.max_copy,
+            part_size: o.part_size,
+            concurrency: o.concurrency,
         }
     }
 
@@ -394,12 +407,20 @@ impl Store {
             Err(e) if e.code() == Some("InvalidRange") => return Ok(Vec::new()),
             Err(e) => return Err(self.fail(e)),
         };
-        let data = out
-            .body
-            .collect()
+        // Straight into one vector of the answer's size: collecting the
+        // body first and flattening it would copy every byte twice more,
+        // CPU that a store on the same machine needs.
+        let expected = out.content_length().unwrap_or(0).max(0) as usize;
+        let mut data = Vec::with_capacity(expected);
+        let mut body = out.body;
+        while let Some(chunk) = body
+            .try_next()
             .await
-            .map_err(|e| StoreError::Unreachable(chain(&e)))?;
-        Ok(data.into_bytes().to_vec())
+            .map_err(|e| StoreError::Unreachable(chain(&e)))?
+        {
+            data.extend_from_slice(&chunk);
+        }
+        Ok(data)
     }
 
     /// Writes the whole object to `file` (a staged copy to change).
@@ -566,23 +587,36 @@ impl Store {
         Ok(())
     }
 
-    /// Server-side copy of `from` to `to`; with `metadata`, the copy gets
-    /// it instead of `from`'s (how chmod and utimes change an object
-    /// without sending its data). Objects up to 5 GiB. The copy's tag.
+    /// Server-side copy of `from` (`size` bytes) to `to`; with
+    /// `metadata`, the copy gets it instead of `from`'s (how chmod and
+    /// utimes change an object without sending its data). One CopyObject
+    /// up to `max_copy`, a multipart copy above. The copy's tag.
     pub async fn copy(
+        &self,
+        from: &str,
+        to: &str,
+        size: u64,
+        metadata: Option<HashMap<String, String>>,
+    ) -> Result<Option<String>, StoreError> {
+        if size > self.max_copy {
+            return self.copy_in_parts(from, to, metadata).await;
+        }
+        self.copy_whole(from, to, metadata).await
+    }
+
+    async fn copy_whole(
         &self,
         from: &str,
         to: &str,
         metadata: Option<HashMap<String, String>>,
     ) -> Result<Option<String>, StoreError> {
         self.counts.add(COPY);
-        let source = format!("{}/{}", self.bucket, encode_key(from));
         let mut req = self
             .client
             .copy_object()
             .bucket(&self.bucket)
             .key(to)
-            .copy_source(source);
+            .copy_source(self.copy_source(from));
         if let Some(m) = metadata {
             req = req
                 .metadata_directive(MetadataDirective::Replace)
@@ -593,6 +627,89 @@ impl Store {
             .copy_object_result()
             .and_then(|r| r.e_tag())
             .map(str::to_owned))
+    }
+
+    fn copy_source(&self, key: &str) -> String {
+        format!("{}/{}", self.bucket, encode_key(key))
+    }
+
+    /// A copy too large for one CopyObject: a multipart upload whose
+    /// parts are ranges of `from` (UploadPartCopy), `concurrency` in
+    /// flight. The source is read first (one HEAD): its size as the store
+    /// has it now, not as a listing saw it, its metadata (a multipart
+    /// upload copies none) and its tag, which every part must match, so
+    /// a source replaced during the copy fails it instead of mixing two
+    /// versions. Any failure aborts the upload: `to` is untouched.
+    async fn copy_in_parts(
+        &self,
+        from: &str,
+        to: &str,
+        metadata: Option<HashMap<String, String>>,
+    ) -> Result<Option<String>, StoreError> {
+        let source = self.head(from).await?;
+        if source.size <= self.max_copy {
+            // Replaced by a smaller object since it was listed.
+            return self.copy_whole(from, to, metadata).await;
+        }
+        let metadata = metadata.unwrap_or_else(|| source.metadata.clone().unwrap_or_default());
+        let upload_id = self.create_multipart(to, metadata).await?;
+        let copied = self.copy_parts(from, to, &upload_id, &source).await;
+        let completed = match copied {
+            Ok(parts) => self.complete_multipart(to, &upload_id, parts).await,
+            Err(e) => Err(e),
+        };
+        if completed.is_err() {
+            // Best effort: parts left behind are the store's lifecycle
+            // rule's to free, if this abort does not reach it.
+            let _ = self.abort_multipart(to, &upload_id).await;
+        }
+        completed
+    }
+
+    async fn copy_parts(
+        &self,
+        from: &str,
+        to: &str,
+        upload_id: &str,
+        info: &ObjectInfo,
+    ) -> Result<Vec<(i32, String)>, StoreError> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let source = self.copy_source(from);
+        let size = info.size;
+        let part = copy_part_size(size, self.part_size);
+        let count = size.div_ceil(part);
+        stream::iter(0..count)
+            .map(|i| {
+                let source = &source;
+                async move {
+                    let start = i * part;
+                    let end = (start + part).min(size) - 1;
+                    let number = i as i32 + 1;
+                    self.counts.add(UPLOAD_PART_COPY);
+                    let out = self
+                        .client
+                        .upload_part_copy()
+                        .bucket(&self.bucket)
+                        .key(to)
+                        .upload_id(upload_id)
+                        .part_number(number)
+                        .copy_source(source)
+                        .copy_source_range(format!("bytes={start}-{end}"))
+                        .set_copy_source_if_match(info.etag.clone())
+                        .send()
+                        .await
+                        .map_err(|e| self.fail(e))?;
+                    let tag = out
+                        .copy_part_result()
+                        .and_then(|r| r.e_tag())
+                        .map(str::to_owned)
+                        .ok_or_else(|| StoreError::Other("the store gave no part tag".into()))?;
+                    Ok::<_, StoreError>((number, tag))
+                }
+            })
+            .buffered(self.concurrency)
+            .try_collect()
+            .await
     }
 
     /// Deletes `key` (no error if it is already gone, as S3 answers).
@@ -607,6 +724,12 @@ impl Store {
             .map_err(|e| self.fail(e))?;
         Ok(())
     }
+}
+
+/// The part size of a copy made in parts: the mount's part size, or
+/// larger where the object would need more than S3's 10,000 parts.
+fn copy_part_size(size: u64, part_size: u64) -> u64 {
+    part_size.max(size.div_ceil(MAX_PARTS))
 }
 
 /// A key as `x-amz-copy-source` wants it: URL-encoded, `/` kept.
@@ -625,6 +748,16 @@ fn encode_key(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_in_parts_stays_within_ten_thousand_parts() {
+        let mib = 1u64 << 20;
+        assert_eq!(copy_part_size(6 << 30, 8 * mib), 8 * mib);
+        let huge = 5u64 << 40; // S3's largest object
+        let part = copy_part_size(huge, 8 * mib);
+        assert!(huge.div_ceil(part) <= MAX_PARTS);
+        assert!(part <= 5 << 30);
+    }
 
     #[test]
     fn copy_sources_are_encoded() {

@@ -43,6 +43,12 @@ pub struct SupervisorConfig {
     pub max_restarts: usize,
     /// The window `max_restarts` counts deaths in.
     pub restart_window: Duration,
+    /// A server that had served this long when it died was not in a
+    /// crash loop (it was killed, or failed on something later on): its
+    /// death is not counted against `max_restarts`. A loop dies before
+    /// this: a server that cannot start, or one that dies on a request
+    /// replayed to it as soon as it serves.
+    pub settled_after: Duration,
     /// How long a server may take from start to serving.
     pub start_timeout: Duration,
     /// Bytes of memory to hold for the filesystem across server
@@ -57,10 +63,23 @@ impl Default for SupervisorConfig {
             capacity: Capacity::default(),
             max_restarts: 5,
             restart_window: Duration::from_secs(30),
+            settled_after: Duration::from_millis(500),
             start_timeout: Duration::from_secs(10),
             held_area: 0,
         }
     }
+}
+
+/// Once no server will be started again, `fusebox upgrade` is told so
+/// instead of waiting for an answer that would never come.
+fn refuse_upgrades(inbox: mpsc::Receiver<Event>, status: String) {
+    std::thread::spawn(move || {
+        for event in inbox {
+            if let Event::Upgrade { reply, .. } = event {
+                let _ = reply.send(Err(format!("{status}; unmount and mount again")));
+            }
+        }
+    });
 }
 
 /// The serving process.
@@ -71,6 +90,8 @@ struct Running {
     /// False if its filesystem keeps its state in its process: a crash
     /// leaves nothing a new server could serve the kernel's nodes from.
     recovers_from_crash: bool,
+    /// When it began to serve.
+    serving_since: Instant,
 }
 
 enum Event {
@@ -414,10 +435,16 @@ impl Supervisor {
                 );
                 tracing::error!("{status}");
                 self.state.set_status(&status);
+                refuse_upgrades(inbox, status);
                 return self.serve_failed();
             }
             tracing::error!(generation, reason = %why, "server died; starting another");
-            deaths.push_back(now);
+            let settled = current
+                .as_ref()
+                .is_some_and(|c| now.duration_since(c.serving_since) >= self.cfg.settled_after);
+            if !settled {
+                deaths.push_back(now);
+            }
             while deaths
                 .front()
                 .is_some_and(|t| now.duration_since(*t) > self.cfg.restart_window)
@@ -432,6 +459,7 @@ impl Supervisor {
                 );
                 tracing::error!("{status}");
                 self.state.set_status(&status);
+                refuse_upgrades(inbox, status);
                 return self.serve_failed();
             }
             self.state.add_restart();
@@ -534,6 +562,7 @@ impl Supervisor {
                     pid,
                     channel,
                     recovers_from_crash,
+                    serving_since: Instant::now(),
                 })
             }
             Err(why) if self.held.is_some() => {
@@ -676,6 +705,7 @@ impl Supervisor {
                 pid,
                 channel,
                 recovers_from_crash,
+                serving_since: Instant::now(),
             }),
             Err(why) => {
                 let _ = rustix::process::kill_process(
