@@ -59,8 +59,9 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l max-pending -d
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l max-pending-bytes -d 'Most bytes (as the kernel sent them: WRITE data counts) held by requests answered later (K, M, G suffixes)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l fd-cache -d 'stackfs: most O_PATH fds kept open for nodes (default: the fd limit less a fifth of it, at least 1,024 spared; the soft limit is first raised to the hard one)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l log-file -d 'Where a background daemon writes its log (default: discarded)' -r -F
-complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l max-restarts -d 'Recovery: most server deaths within --restart-window before the supervisor stops starting servers (requests then fail with EIO)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l max-restarts -d 'Recovery: most server deaths within --restart-window before the supervisor stops starting servers (requests then fail with EIO). Only servers that die before --settled-after count: a crash loop, not a server killed after it served' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l restart-window -d 'Recovery: the window --max-restarts counts deaths in (e.g. 30s)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l settled-after -d 'Recovery: a server that had served this long when it died is not counted against --max-restarts (e.g. 500ms)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -s f -l foreground -d 'Stay in the foreground (logs go to stderr)'
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l pin -d 'Pin classic worker threads to CPUs'
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l no-pin-queues -d 'io_uring: do not pin queue thread q to CPU q'
