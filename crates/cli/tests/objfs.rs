@@ -711,8 +711,9 @@ os.pwrite(fd, b'X', 100); os.close(fd)\"",
 fn unmount_sends_the_uploads_still_waiting_to_go_behind() {
     let s = Setup::start("drain");
     let w = s.mount("w", "upload=behind,write_back=600", &[]);
-    sh_ok(&w.mnt, "mkdir d && seq 1 1000 > d/f", 30);
-    assert_eq!(counter(&w.mnt, "uploads.pending"), 1);
+    sh_ok(&w.mnt, "mkdir d && seq 1 1000 > d/f && mkdir e", 30);
+    // d/f, and the markers of d and e (behind too).
+    assert_eq!(counter(&w.mnt, "uploads.pending"), 3);
     let out = Command::new(BIN)
         .arg("umount")
         .arg(&w.mnt)
@@ -730,7 +731,10 @@ fn unmount_sends_the_uploads_still_waiting_to_go_behind() {
     }
     // Another mount point: another staging area, so only the store has it.
     let _r = s.mount("r", "", &[]);
-    assert_eq!(sh_ok(&s.path("r"), "wc -l < d/f", 30), "1000\n");
+    assert_eq!(
+        sh_ok(&s.path("r"), "wc -l < d/f && ls -d e", 30),
+        "1000\ne\n"
+    );
 }
 
 /// A command that must fail with one clear line and leave no mount.
