@@ -362,6 +362,38 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
     }
 }
 
+/// Servers killed after they served a while are no crash loop: the
+/// mount outlives more kills than --max-restarts allows a loop.
+#[test]
+fn servers_killed_after_they_settled_are_restarted_past_the_limit() {
+    let dir = scratch("settled");
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::write(src.join("f"), b"x").unwrap();
+    let guard = mount_supervised(
+        &src,
+        &mnt,
+        &[
+            "--max-restarts",
+            "2",
+            "--restart-window",
+            "60s",
+            "--settled-after",
+            "100ms",
+        ],
+    );
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(300));
+        kill_server(&mnt);
+    }
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"x");
+    let rec = snapshot(&mnt).recovery.expect("supervised");
+    assert!(rec.status.is_empty() && rec.restarts >= 5, "{rec:?}");
+    drop(guard);
+    assert!(!is_mounted(&mnt));
+}
+
 #[test]
 fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
     let dir = scratch("off");

@@ -1701,29 +1701,31 @@ impl Uploader {
         } else {
             self.multipart(key, &path, size, headers).await?
         };
-        // A directory's marker: the directory's own entry was listed when
-        // it was made.
-        let (parent, name) = parent_and_name(&self.prefix, key);
-        if let Some(l) = self.listings.get(&parent).filter(|_| !key.ends_with('/')) {
-            let info = ObjectInfo {
+        // A directory's marker is no file: the directory was listed and
+        // remembered when it was made.
+        if !key.ends_with('/') {
+            let (parent, name) = parent_and_name(&self.prefix, key);
+            if let Some(l) = self.listings.get(&parent) {
+                let info = ObjectInfo {
+                    size,
+                    modified: meta.mtime.sec,
+                    etag: etag.clone(),
+                    metadata: None,
+                };
+                l.entries
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(name.to_string(), (EntryKind::File, Some(info)));
+            }
+            let k = Known::File {
                 size,
-                modified: meta.mtime.sec,
-                etag: etag.clone(),
-                metadata: None,
+                etag,
+                meta,
+                exact: true,
             };
-            l.entries
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(name.to_string(), (EntryKind::File, Some(info)));
+            note_meta(&self.metas, key, &k);
+            self.known.insert(key.to_string(), (Instant::now(), k));
         }
-        let k = Known::File {
-            size,
-            etag,
-            meta,
-            exact: true,
-        };
-        note_meta(&self.metas, key, &k);
-        self.known.insert(key.to_string(), (Instant::now(), k));
         self.counts.uploads.fetch_add(1, Ordering::Relaxed);
         self.counts.upload_bytes.fetch_add(size, Ordering::Relaxed);
         let mut t = self.staged.lock().unwrap_or_else(PoisonError::into_inner);
