@@ -38,7 +38,9 @@ want=$(summary "$WORK/native.log" | sed 's/, [0-9]* total//')
 status=0
 runs=0
 # One line per configuration: label, filesystem, transport, extra mount
-# arguments. io_uring rows run only where the kernel has it switched on.
+# arguments. io_uring rows run only where the kernel has it switched on;
+# their plain rows are the replaced ones (a supervised io_uring mount
+# serves the same way when nothing is replaced).
 configs="stackfs-classic stackfs classic
 stackfs-classic-replaced stackfs classic --max-restarts 100000
 memfs-classic memfs classic
@@ -49,9 +51,9 @@ memfs-classic-async memfs classic --async-api
 pathfs-classic-async pathfs classic --async-api"
 if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
   configs="$configs
-stackfs-uring stackfs uring
-memfs-uring memfs uring
-pathfs-uring pathfs uring
+stackfs-uring-replaced stackfs uring --max-restarts 100000
+memfs-uring-upgraded memfs uring
+pathfs-uring-replaced pathfs uring --max-restarts 100000
 stackfs-uring-passthrough stackfs uring -o passthrough
 stackfs-uring-cached stackfs uring --exclusive -o writeback_cache
 stackfs-uring-async stackfs uring --async-api"

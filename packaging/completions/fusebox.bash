@@ -833,7 +833,7 @@ _fusebox() {
             return 0
             ;;
         fusebox__subcmd__mount)
-            opts="-o -f -v -h --foreground --threads --pin --transport --queue-depth --poll --no-pin-queues --queue-threads --thread-policy --profile --files --size --latency --waiting --async-api --max-pending --max-pending-bytes --fd-cache --exclusive --log-file --notify-ready --no-recovery --max-restarts --restart-window --settled-after --verbose --help stackfs pathfs memfs nullfs timingfs sftpfs objfs"
+            opts="-o -f -v -h --foreground --threads --pin --transport --queue-depth --poll --no-pin-queues --queue-threads --thread-policy --profile --files --size --latency --waiting --async-api --max-pending --max-pending-bytes --fd-cache --exclusive --log-file --notify-ready --no-recovery --max-restarts --restart-window --settled-after --sq-idle --verbose --help stackfs pathfs memfs nullfs timingfs sftpfs objfs"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -912,6 +912,10 @@ _fusebox() {
                     return 0
                     ;;
                 --settled-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sq-idle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

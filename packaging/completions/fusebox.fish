@@ -62,6 +62,7 @@ complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l log-file -d 'W
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l max-restarts -d 'Recovery: most server deaths within --restart-window before the supervisor stops starting servers (requests then fail with EIO). Only servers that die before --settled-after count: a crash loop, not a server killed after it served' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l restart-window -d 'Recovery: the window --max-restarts counts deaths in (e.g. 30s)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l settled-after -d 'Recovery: a server that had served this long when it died is not counted against --max-restarts (e.g. 500ms)' -r
+complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l sq-idle -d 'Recovery over io_uring: how long the kernel thread that issues the supervisor\'s ring commands polls after work before it sleeps (e.g. 1ms; a sleeping one costs a wake-up per request)' -r
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -s f -l foreground -d 'Stay in the foreground (logs go to stderr)'
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l pin -d 'Pin classic worker threads to CPUs'
 complete -c fusebox -n "__fish_fusebox_using_subcommand mount" -l no-pin-queues -d 'io_uring: do not pin queue thread q to CPU q'

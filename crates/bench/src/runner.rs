@@ -445,9 +445,9 @@ fn timingfs_subjects(o: &BenchOptions, profile: &str) -> Vec<Box<dyn Subject>> {
 /// are cached for an hour and atime is off: otherwise the kernel checks
 /// the file's size (a GETATTR, 5 ms here) before reads now and then, and
 /// the libaio job's io_submit waits for it.
-/// Supervised stackfs and pathfs (the default for `fusebox mount`); over
-/// io_uring a server cannot be replaced on this kernel (DESIGN.md,
-/// "Recovery"), which the report shows as the row's reason.
+/// Supervised stackfs and pathfs (the default for `fusebox mount`), over
+/// classic /dev/fuse and over io_uring (the supervisor holds the rings:
+/// DESIGN.md, "Recovery over io_uring").
 fn recovery_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     vec![
         fusebox_subject(
@@ -466,35 +466,48 @@ fn recovery_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
             &["--transport", "classic", "--max-restarts", "1000000"],
             true,
         ),
-        Box::new(crate::subject::Unavailable {
-            name: "recovery-uring".into(),
-            description: "fusebox stackfs under its supervisor, io_uring".into(),
-            reason: "not recoverable on Linux 6.18: a request held in a dead server's ring entry is never resent (FUSE_NOTIFY_RESEND walks /dev/fuse fds only), so `fusebox mount --transport uring` serves without a supervisor".into(),
-        }),
+        fusebox_subject(
+            &o.fusebox_bin,
+            "recovery-uring",
+            "fusebox stackfs under its supervisor, io_uring (rings the supervisor holds)",
+            "stackfs",
+            &["--transport", "uring", "--max-restarts", "1000000"],
+            true,
+        ),
+        fusebox_subject(
+            &o.fusebox_bin,
+            "recovery-pathfs-uring",
+            "fusebox pathfs under its supervisor, io_uring (rings the supervisor holds)",
+            "pathfs",
+            &["--transport", "uring", "--max-restarts", "1000000"],
+            true,
+        ),
     ]
 }
 
-/// Supervised and unsupervised classic stackfs and pathfs, for what
-/// supervision costs when nothing fails.
+/// Supervised and unsupervised stackfs and pathfs over both transports,
+/// for what supervision costs when nothing fails.
 fn supervision_subjects(o: &BenchOptions) -> Vec<Box<dyn Subject>> {
     let mut v: Vec<Box<dyn Subject>> = vec![Box::new(Native)];
     for fs in ["stackfs", "pathfs"] {
-        v.push(fusebox_subject(
-            &o.fusebox_bin,
-            &format!("{fs}-classic-supervised"),
-            &format!("fusebox {fs}, classic, under its supervisor (the default)"),
-            fs,
-            &["--transport", "classic"],
-            true,
-        ));
-        v.push(fusebox_subject(
-            &o.fusebox_bin,
-            &format!("{fs}-classic-unsupervised"),
-            &format!("fusebox {fs}, classic, --no-recovery"),
-            fs,
-            &["--transport", "classic", "--no-recovery"],
-            true,
-        ));
+        for transport in ["classic", "uring"] {
+            v.push(fusebox_subject(
+                &o.fusebox_bin,
+                &format!("{fs}-{transport}-supervised"),
+                &format!("fusebox {fs}, {transport}, under its supervisor (the default)"),
+                fs,
+                &["--transport", transport],
+                true,
+            ));
+            v.push(fusebox_subject(
+                &o.fusebox_bin,
+                &format!("{fs}-{transport}-unsupervised"),
+                &format!("fusebox {fs}, {transport}, --no-recovery"),
+                fs,
+                &["--transport", transport, "--no-recovery"],
+                true,
+            ));
+        }
     }
     v
 }

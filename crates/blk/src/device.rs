@@ -18,8 +18,9 @@
 //! again; the device's two nodes and stateless handles restore at once
 //! ([`BlockFs`]).
 //!
-//! Without recovery (`recovery: false`, or the io_uring transport, which
-//! recovery does not cover on this kernel) one process does it all.
+//! Over io_uring the supervisor also holds the rings the driver process
+//! serves on (`fusebox::sys::ring_area`). Without recovery
+//! (`recovery: false`) one process does it all.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -98,7 +99,7 @@ impl DeviceConfig {
     }
 
     fn supervised(&self) -> bool {
-        self.recovery && self.session.transport.resolve() == TransportKind::Classic
+        self.recovery
     }
 }
 
@@ -267,11 +268,27 @@ fn supervise(cfg: &DeviceConfig, ready: impl FnOnce(&Record)) -> Result<(), Devi
     let supervisor = Supervisor::for_new_mount(
         &mountpoint,
         &opts.mount,
-        SupervisorConfig {
-            clones: cfg.session.workers.max(1),
-            max_restarts: cfg.max_restarts,
-            restart_window: cfg.restart_window,
-            ..SupervisorConfig::default()
+        match cfg.session.transport.resolve() {
+            // The supervisor holds the rings; one classic worker remains
+            // for FORGET and INTERRUPT.
+            TransportKind::Uring => SupervisorConfig {
+                clones: 1,
+                rings: Some(fusebox::recovery::RingPlan {
+                    per_queue: cfg.session.uring.threads_per_queue.max(1),
+                    depth: cfg.session.uring.depth.max(1),
+                    payload_len: fusebox::transport::uring::payload_len_for(opts.init.max_write),
+                    sq_idle: Duration::from_millis(1),
+                }),
+                max_restarts: cfg.max_restarts,
+                restart_window: cfg.restart_window,
+                ..SupervisorConfig::default()
+            },
+            _ => SupervisorConfig {
+                clones: cfg.session.workers.max(1),
+                max_restarts: cfg.max_restarts,
+                restart_window: cfg.restart_window,
+                ..SupervisorConfig::default()
+            },
         },
     )?;
     // The memory of a RAM disk belongs to the supervisor; each driver

@@ -424,7 +424,7 @@ fn replace(what: &str, binary: Option<PathBuf>, kill: bool) -> Result<()> {
     }
     if !r.supervised {
         bail!(
-            "{} runs without a supervisor (--no-recovery or the uring transport): it cannot be replaced",
+            "{} runs without a supervisor (--no-recovery): it cannot be replaced",
             r.name
         );
     }
@@ -432,7 +432,14 @@ fn replace(what: &str, binary: Option<PathBuf>, kill: bool) -> Result<()> {
         if binary.is_some() {
             bail!("--binary is for a planned replacement, not --kill");
         }
-        let pids = device::driver_pids(r.pid);
+        // Between a driver's death and the next one's start there is none:
+        // wait a little for the supervisor to start it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut pids = device::driver_pids(r.pid);
+        while pids.is_empty() && std::time::Instant::now() < deadline && r.alive() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            pids = device::driver_pids(r.pid);
+        }
         if pids.is_empty() {
             bail!(
                 "{}: no driver process is running (the supervisor is starting one)",

@@ -169,6 +169,11 @@ pub struct MountArgs {
     /// counted against --max-restarts (e.g. 500ms).
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub settled_after: Duration,
+    /// Recovery over io_uring: how long the kernel thread that issues the
+    /// supervisor's ring commands polls after work before it sleeps
+    /// (e.g. 1ms; a sleeping one costs a wake-up per request).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub sq_idle: Duration,
 }
 
 /// Why a mount runs without a supervisor, if it does.
@@ -181,9 +186,6 @@ fn recovery_off_because(
     }
     if fs.recovery == Recovery::Unsupervised {
         return Some("this filesystem does not hand its nodes to a next server");
-    }
-    if args.transport.resolve() == fusebox::transport::TransportKind::Uring {
-        return Some("io_uring: a request held in a dead server's ring entry is never resent on this kernel (DESIGN.md, \"Recovery\")");
     }
     if args.async_api {
         return Some("--async-api: answers given later are not recorded for recovery yet");
@@ -314,33 +316,30 @@ pub fn run(args: MountArgs) -> Result<()> {
     if args.waiting != fusebox_examples::Waiting::Block && fs_info.id != FsId::Timingfs {
         bail!("--waiting applies to timingfs only (--async-api serves any filesystem through the async API)");
     }
-    if handoff.is_none() {
-        match recovery_off_because(&args, fs_info) {
-            None => {
-                // Checked here too: the server would find it, but only
-                // after the mount is made.
-                if let Some(src) = source
-                    .as_ref()
-                    .filter(|s| remote.is_none() && bucket.is_none() && !s.is_dir())
-                {
-                    bail!("opening source {}: not a directory", src.display());
-                }
-                // sftpfs keeps its unconfirmed writes where the next
-                // server finds them.
-                let held_area = sftp_opts.as_ref().map_or(0, |o| {
-                    fusebox_sftpfs::writelog::WriteLog::size_for(o.write_behind)
-                });
-                return supervise(&args, &mountpoint, &opts, cfg.workers, held_area);
-            }
-            Some(why)
-                if args.transport.resolve() == fusebox::transport::TransportKind::Uring
-                    && !args.no_recovery
-                    && fs_info.recovery != Recovery::Unsupervised =>
-            {
-                tracing::warn!("serving without crash recovery: {why}");
-            }
-            Some(_) => {}
+    if handoff.is_none() && recovery_off_because(&args, fs_info).is_none() {
+        // Checked here too: the server would find it, but only
+        // after the mount is made.
+        if let Some(src) = source
+            .as_ref()
+            .filter(|s| remote.is_none() && bucket.is_none() && !s.is_dir())
+        {
+            bail!("opening source {}: not a directory", src.display());
         }
+        // sftpfs keeps its unconfirmed writes where the next
+        // server finds them.
+        let held_area = sftp_opts.as_ref().map_or(0, |o| {
+            fusebox_sftpfs::writelog::WriteLog::size_for(o.write_behind)
+        });
+        let rings =
+            (args.transport.resolve() == fusebox::transport::TransportKind::Uring).then(|| {
+                fusebox::recovery::RingPlan {
+                    per_queue: cfg.uring.threads_per_queue,
+                    depth: cfg.uring.depth,
+                    payload_len: fusebox::transport::uring::payload_len_for(opts.init.max_write),
+                    sq_idle: args.sq_idle,
+                }
+            });
+        return supervise(&args, &mountpoint, &opts, cfg.workers, held_area, rings);
     }
     let mut handoff = handoff;
     macro_rules! serve {
@@ -605,8 +604,11 @@ fn supervise(
     opts: &Options,
     workers: usize,
     held_area: usize,
+    rings: Option<fusebox::recovery::RingPlan>,
 ) -> Result<()> {
     use fusebox::recovery::{this_program_again, Supervisor, SupervisorConfig};
+    // Over io_uring one classic worker remains, for FORGET and INTERRUPT.
+    let workers = if rings.is_some() { 1 } else { workers };
     let supervisor = Supervisor::for_new_mount(
         mountpoint,
         &opts.mount,
@@ -616,6 +618,7 @@ fn supervise(
             restart_window: args.restart_window,
             settled_after: args.settled_after,
             held_area,
+            rings,
             ..SupervisorConfig::default()
         },
     )

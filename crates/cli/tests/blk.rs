@@ -61,6 +61,13 @@ impl Device {
     fn create(name: &str, args: &[&str]) -> Device {
         let mut a = vec!["blk", "create", "--name", name];
         a.extend_from_slice(args);
+        // Daemon logs for a failure to be explained: FUSEBOX_TEST_DAEMON_LOGS=DIR.
+        let log = std::env::var("FUSEBOX_TEST_DAEMON_LOGS")
+            .map(|d| format!("{d}/blk-{name}.log"))
+            .ok();
+        if let Some(log) = &log {
+            a.extend(["--log-file", log.as_str(), "-v"]);
+        }
         let dev = ok(&fusebox(&a));
         assert!(dev.starts_with("/dev/loop"), "{dev}");
         Device {
@@ -448,17 +455,35 @@ fn fio_verify_loop(
 
 #[test]
 fn fio_verify_passes_while_the_driver_is_replaced_and_killed() {
-    let dev = Device::create(
-        &name("fio"),
-        &[
-            "--driver",
-            "ram",
-            "--size",
-            "256M",
-            "--max-restarts",
-            "1000",
-        ],
-    );
+    fio_verify_through_replacements(&[]);
+}
+
+/// The same over io_uring: the supervisor holds the rings.
+#[test]
+fn fio_verify_passes_while_the_driver_is_replaced_and_killed_over_io_uring() {
+    if std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .map_or(true, |v| v.trim() != "Y")
+    {
+        fusebox_test_support::skipped(None, "enable_uring is off");
+        return;
+    }
+    fio_verify_through_replacements(&["--transport", "uring"]);
+}
+
+fn fio_verify_through_replacements(extra: &[&str]) {
+    let args: Vec<&str> = [
+        "--driver",
+        "ram",
+        "--size",
+        "256M",
+        "--max-restarts",
+        "1000",
+    ]
+    .iter()
+    .chain(extra)
+    .copied()
+    .collect();
+    let dev = Device::create(&name("fio"), &args);
     let stop = Arc::new(AtomicBool::new(false));
     let fio = fio_verify_loop(dev.path.clone(), stop.clone());
     let (mut kills, mut upgrades) = (0, 0);
@@ -481,6 +506,9 @@ fn fio_verify_passes_while_the_driver_is_replaced_and_killed() {
         "{runs} runs, {kills} kills, {upgrades} replacements"
     );
     let snap = common::snapshot(&dev.record().mountpoint);
+    if extra.contains(&"uring") {
+        assert!(snap.transport.starts_with("uring"), "{}", snap.transport);
+    }
     let rec = snap.recovery.expect("supervised");
     assert!(rec.restarts >= kills as u64, "{rec:?}");
     dev.destroy();

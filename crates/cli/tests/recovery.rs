@@ -44,6 +44,13 @@ fn mount_fs(
 ) -> MountGuard {
     let mut cmd = Command::new(BIN);
     cmd.args(["mount", fs]).args(src).arg(mnt).args(extra);
+    // Daemon logs for a failure to be explained: FUSEBOX_TEST_DAEMON_LOGS=DIR.
+    if let Some(dir) = std::env::var_os("FUSEBOX_TEST_DAEMON_LOGS") {
+        let name = mnt.parent().and_then(|p| p.file_name()).unwrap_or_default();
+        cmd.arg("--log-file")
+            .arg(Path::new(&dir).join(name).with_extension("log"))
+            .env("RUST_LOG", "info");
+    }
     if let Some(f) = failpoint {
         cmd.env(fusebox::recovery::failpoint::FAILPOINT_ENV, f);
     }
@@ -171,11 +178,28 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 
 #[test]
 fn killing_the_server_under_running_applications_fails_nothing() {
+    kill_under_applications(Transport::Classic, &[], 1);
+}
+
+/// Over io_uring with one entry per queue and four applications, most
+/// requests wait in the kernel for a free entry when the server dies;
+/// others sit in entries, being served or answered and not yet committed.
+#[test]
+fn killing_the_server_under_running_applications_fails_nothing_over_io_uring() {
+    kill_under_applications(Transport::Uring, &["--queue-depth", "1"], 4);
+}
+
+fn kill_under_applications(transport: Transport, extra: &[&str], apps: usize) {
+    if !transport.available() {
+        return;
+    }
     let dir = scratch("kill");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
-    let guard = mount_supervised(&src, &mnt, &[]);
+    let args: Vec<&str> = transport.args().iter().chain(extra).copied().collect();
+    let guard = mount_supervised(&src, &mnt, &args);
+    assert!(snapshot(&mnt).transport.starts_with(transport.name()));
     std::fs::create_dir(mnt.join("d")).unwrap();
     std::fs::write(mnt.join("d/notes"), b"line 1\n").unwrap();
 
@@ -195,52 +219,54 @@ fn killing_the_server_under_running_applications_fails_nothing() {
     let mut listing = std::fs::read_dir(mnt.join("d")).unwrap();
     let first = listing.next().unwrap().unwrap();
 
-    // An application that never stops: writes, stats, lists, creates.
+    // Applications that never stop: writes, stats, lists, creates.
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (mnt, stop) = (mnt.clone(), stop.clone());
-        std::thread::spawn(move || -> Result<u64, String> {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .read(true)
-                .write(true)
-                .open(mnt.join("d/busy"))
-                .map_err(|e| format!("open: {e}"))?;
-            let mut n = 0u64;
-            while !stop.load(Ordering::Acquire) {
-                let block = [(n % 251) as u8; 4096];
-                f.write_all_at(&block, (n % 256) * 4096)
-                    .map_err(|e| format!("write {n}: {e}"))?;
-                std::fs::metadata(mnt.join(format!("d/f{}", n % 50)))
-                    .map_err(|e| format!("stat {n}: {e}"))?;
-                if n.is_multiple_of(10) {
-                    std::fs::read_dir(mnt.join("d"))
-                        .map_err(|e| format!("readdir {n}: {e}"))?
-                        .count();
-                    // Requests that must not be applied twice: an O_EXCL
-                    // create, a rename, an unlink of what was made.
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(mnt.join(format!("d/new{n}")))
-                        .and_then(|mut f| f.write_all(b"x"))
-                        .map_err(|e| format!("exclusive create {n}: {e}"))?;
-                    std::fs::rename(
-                        mnt.join(format!("d/new{n}")),
-                        mnt.join(format!("d/kept{n}")),
-                    )
-                    .map_err(|e| format!("rename {n}: {e}"))?;
-                    if n >= 20 {
-                        std::fs::remove_file(mnt.join(format!("d/kept{}", n - 20)))
-                            .map_err(|e| format!("unlink {n}: {e}"))?;
+    let workers: Vec<_> = (0..apps)
+        .map(|app| {
+            let (mnt, stop) = (mnt.clone(), stop.clone());
+            std::thread::spawn(move || -> Result<u64, String> {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .read(true)
+                    .write(true)
+                    .open(mnt.join(format!("d/busy{app}")))
+                    .map_err(|e| format!("open: {e}"))?;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let block = [(n % 251) as u8; 4096];
+                    f.write_all_at(&block, (n % 256) * 4096)
+                        .map_err(|e| format!("write {n}: {e}"))?;
+                    std::fs::metadata(mnt.join(format!("d/f{}", n % 50)))
+                        .map_err(|e| format!("stat {n}: {e}"))?;
+                    if n.is_multiple_of(10) {
+                        std::fs::read_dir(mnt.join("d"))
+                            .map_err(|e| format!("readdir {n}: {e}"))?
+                            .count();
+                        // Requests that must not be applied twice: an O_EXCL
+                        // create, a rename, an unlink of what was made.
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(mnt.join(format!("d/new{app}-{n}")))
+                            .and_then(|mut f| f.write_all(b"x"))
+                            .map_err(|e| format!("exclusive create {n}: {e}"))?;
+                        std::fs::rename(
+                            mnt.join(format!("d/new{app}-{n}")),
+                            mnt.join(format!("d/kept{app}-{n}")),
+                        )
+                        .map_err(|e| format!("rename {n}: {e}"))?;
+                        if n >= 20 {
+                            std::fs::remove_file(mnt.join(format!("d/kept{app}-{}", n - 20)))
+                                .map_err(|e| format!("unlink {n}: {e}"))?;
+                        }
                     }
+                    n += 1;
                 }
-                n += 1;
-            }
-            Ok(n)
+                Ok(n)
+            })
         })
-    };
+        .collect();
 
     let mut generations = Vec::new();
     for round in 0..3 {
@@ -261,9 +287,11 @@ fn killing_the_server_under_running_applications_fails_nothing() {
         });
     }
     stop.store(true, Ordering::Release);
-    let ops = within(Duration::from_secs(60), move || worker.join().unwrap())
-        .expect("the application saw an error across server crashes");
-    assert!(ops > 0);
+    for worker in workers {
+        let ops = within(Duration::from_secs(60), move || worker.join().unwrap())
+            .expect("an application saw an error across server crashes");
+        assert!(ops > 0);
+    }
     assert_eq!(generations, vec![2, 3, 4]);
 
     // What was written through the held fd is all there, in order.
@@ -300,24 +328,39 @@ fn killing_the_server_under_running_applications_fails_nothing() {
 
 #[test]
 fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
+    crash_loop(Transport::Classic);
+}
+
+/// Over io_uring the supervisor answers what reaches the rings it holds.
+#[test]
+fn a_crash_loop_over_io_uring_stops_at_the_limit_and_the_mount_still_unmounts() {
+    crash_loop(Transport::Uring);
+}
+
+fn crash_loop(transport: Transport) {
+    if !transport.available() {
+        return;
+    }
     let dir = scratch("loop");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
     std::fs::write(src.join("f"), b"x").unwrap();
-    let guard = mount_supervised(
-        &src,
-        &mnt,
-        // Every death counts, however slow this host is to kill.
-        &[
-            "--max-restarts",
-            "2",
-            "--restart-window",
-            "60s",
-            "--settled-after",
-            "60s",
-        ],
-    );
+    // Every death counts, however slow this host is to kill.
+    let args: Vec<&str> = [
+        "--max-restarts",
+        "2",
+        "--restart-window",
+        "60s",
+        "--settled-after",
+        "60s",
+    ]
+    .iter()
+    .chain(transport.args())
+    .copied()
+    .collect();
+    let guard = mount_supervised(&src, &mnt, &args);
+    assert!(snapshot(&mnt).transport.starts_with(transport.name()));
     kill_server(&mnt);
     kill_server(&mnt);
     // The third death is past the limit: no new server.
@@ -326,8 +369,22 @@ fn a_crash_loop_stops_at_the_limit_and_the_mount_still_unmounts() {
         status.contains("not serving") && status.contains("3 times"),
         "{status}"
     );
-    // Requests now fail at once, with EIO, rather than hang.
-    assert_fails_eio(&mnt.join("f"));
+    // Requests now fail at once, with EIO, rather than hang: from every
+    // CPU (over io_uring each CPU's requests go to its own queue).
+    for cpu in 0..std::thread::available_parallelism().map_or(1, |n| n.get()) {
+        let f = mnt.join("f");
+        within(Duration::from_secs(20), move || {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+            assert_fails_eio(&f);
+            let e = std::fs::read_dir(f.parent().unwrap()).map(|d| d.count());
+            assert_eq!(
+                e.err().and_then(|e| e.raw_os_error()),
+                Some(rustix::io::Errno::IO.raw_os_error())
+            );
+        });
+    }
     // So does an upgrade: nothing is left to upgrade.
     let out = Command::new("timeout")
         .args(["20", BIN, "upgrade"])
@@ -395,7 +452,7 @@ fn servers_killed_after_they_settled_are_restarted_past_the_limit() {
 }
 
 #[test]
-fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
+fn no_recovery_mounts_serve_without_a_supervisor_and_io_uring_mounts_with_one() {
     let dir = scratch("off");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
@@ -406,13 +463,19 @@ fn no_recovery_and_io_uring_mounts_serve_without_a_supervisor() {
     assert_eq!(s.pid, guard.daemon, "the daemon serves itself");
     drop(guard);
     assert!(!is_mounted(&mnt));
-    // io_uring: not recoverable on this kernel, so served directly too.
-    if std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
-        .is_ok_and(|v| v.trim() == "Y")
-    {
+    // io_uring: supervised over the rings the supervisor holds, unless
+    // told not to be.
+    if uring_available() {
         let guard = mount_supervised(&src, &mnt, &["--transport", "uring"]);
         let s = snapshot(&mnt);
-        assert_eq!(s.transport, "uring", "{s:?}");
+        assert!(s.transport.starts_with("uring"), "{s:?}");
+        assert!(s.recovery.is_some(), "{s:?}");
+        assert_ne!(s.pid, guard.daemon, "a server serves, not the supervisor");
+        drop(guard);
+        assert!(!is_mounted(&mnt));
+        let guard = mount_supervised(&src, &mnt, &["--transport", "uring", "--no-recovery"]);
+        let s = snapshot(&mnt);
+        assert!(s.transport.starts_with("uring"), "{s:?}");
         assert!(s.recovery.is_none(), "{s:?}");
         assert_eq!(s.pid, guard.daemon, "the daemon serves itself");
         drop(guard);
@@ -542,28 +605,85 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_stackfs() {
-    crash_at_every_point("stackfs");
+    crash_at_every_point("stackfs", Transport::Classic);
 }
 
 #[test]
 fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_pathfs() {
-    crash_at_every_point("pathfs");
+    crash_at_every_point("pathfs", Transport::Classic);
 }
 
-fn crash_at_every_point(fs: &str) {
-    let points = ["after-read", "after-apply", "after-journal", "before-reply"];
+#[test]
+fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_over_io_uring_stackfs() {
+    crash_at_every_point("stackfs", Transport::Uring);
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_non_idempotent_request_gives_its_one_result_over_io_uring_pathfs() {
+    crash_at_every_point("pathfs", Transport::Uring);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Transport {
+    Classic,
+    Uring,
+}
+
+impl Transport {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Transport::Classic => &["--transport", "classic"],
+            Transport::Uring => &["--transport", "uring"],
+        }
+    }
+
+    /// False (and the test reported skipped) where this kernel cannot
+    /// serve it.
+    fn available(self) -> bool {
+        if self == Transport::Uring && !uring_available() {
+            fusebox_test_support::skipped(None, "enable_uring is off");
+            return false;
+        }
+        true
+    }
+
+    /// The name `fusebox stats` gives it.
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Classic => "classic",
+            Transport::Uring => "uring",
+        }
+    }
+}
+
+/// Whether FUSE-over-io_uring is on (the README's test command turns it on).
+fn uring_available() -> bool {
+    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|v| v.trim() == "Y")
+}
+
+fn crash_at_every_point(fs: &str, transport: Transport) {
+    if !transport.available() {
+        return;
+    }
+    let mut points = vec!["after-read", "after-apply", "after-journal", "before-reply"];
+    if transport == Transport::Uring {
+        // An answer half-written over its request in the ring entry, and
+        // one written whole but not committed.
+        points.extend(["half-answered", "answered-uncommitted"]);
+    }
     for case in cases() {
-        for point in points {
+        for &point in &points {
             let dir = scratch("fail");
             let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
             std::fs::create_dir(&src).unwrap();
             std::fs::create_dir(&mnt).unwrap();
             (case.prepare)(&src);
             let failpoint = Some(format!("{point}:{}", case.op));
-            let guard = mount_fs(fs, Some(&src), &mnt, &[], failpoint);
+            let guard = mount_fs(fs, Some(&src), &mnt, transport.args(), failpoint);
             let (m, act) = (mnt.clone(), case.act);
             let result = within(Duration::from_secs(30), move || act(&m));
-            let what = format!("{fs}: {} killed {point}", case.op);
+            let what = format!("{fs} over {transport:?}: {} killed {point}", case.op);
             assert!(result.is_ok(), "{what}: the application saw {result:?}");
             (case.check)(&src);
             let rec = snapshot(&mnt).recovery.unwrap();
@@ -572,10 +692,21 @@ fn crash_at_every_point(fs: &str) {
                 "{what}: the failpoint did not fire: {rec:?}"
             );
             // Killed before its journal record, or a truncate killed before
-            // its outcome was recorded: simply run again.
+            // its outcome was recorded: simply run again. Answered in the
+            // ring entry but not committed: the next server commits that
+            // answer, nothing runs again.
             let rerun = point == "after-read" || (case.op == "SETATTR" && point == "after-apply");
-            let want = if rerun { 0 } else { 1 };
+            let want = if rerun || point == "answered-uncommitted" {
+                0
+            } else {
+                1
+            };
             assert_eq!(rec.replays, want, "{what}: replays: {rec:?}");
+            assert!(
+                snapshot(&mnt).transport.starts_with(transport.name()),
+                "{what}: served over {}",
+                snapshot(&mnt).transport
+            );
             drop(guard);
         }
     }
@@ -617,11 +748,34 @@ fn keep_replacing(
 
 #[test]
 fn fio_verify_passes_while_the_server_is_killed_and_upgraded_again_and_again() {
+    fio_verify_through_replacements("stackfs", Transport::Classic);
+}
+
+#[test]
+fn fio_verify_passes_while_the_server_is_killed_and_upgraded_over_io_uring_stackfs() {
+    fio_verify_through_replacements("stackfs", Transport::Uring);
+}
+
+#[test]
+fn fio_verify_passes_while_the_server_is_killed_and_upgraded_over_io_uring_pathfs() {
+    fio_verify_through_replacements("pathfs", Transport::Uring);
+}
+
+fn fio_verify_through_replacements(fs: &str, transport: Transport) {
+    if !transport.available() {
+        return;
+    }
     let dir = scratch("fio");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
-    let guard = mount_supervised(&src, &mnt, &["--max-restarts", "100000"]);
+    let args: Vec<&str> = ["--max-restarts", "100000"]
+        .iter()
+        .chain(transport.args())
+        .copied()
+        .collect();
+    let guard = mount_fs(fs, Some(&src), &mnt, &args, None);
+    assert!(snapshot(&mnt).transport.starts_with(transport.name()));
     let stop = Arc::new(AtomicBool::new(false));
     let replacer = keep_replacing(mnt.clone(), Duration::from_millis(150), stop.clone());
     // Random 4 KiB writes by 4 jobs, then every block read back and its
@@ -651,7 +805,7 @@ fn fio_verify_passes_while_the_server_is_killed_and_upgraded_again_and_again() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && report.contains("err= 0"),
-        "fio failed across {kills} kills and {upgrades} upgrades:\n{report}\n{}",
+        "{fs} over {transport:?}: fio failed across {kills} kills and {upgrades} upgrades:\n{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let rec = snapshot(&mnt).recovery.unwrap();
@@ -810,12 +964,21 @@ mod stress;
 /// The fsstress-like model check (tests/stress) in 3 workers for `secs`
 /// while the server is killed and upgraded in turn every 200 ms; then the
 /// mount and its source must show the same tree.
-fn stress_through_replacements(fs: &str, secs: u64) {
+fn stress_through_replacements(fs: &str, secs: u64, transport: Transport) {
+    if !transport.available() {
+        return;
+    }
     let dir = scratch("stress");
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
     std::fs::create_dir(&src).unwrap();
     std::fs::create_dir(&mnt).unwrap();
-    let guard = mount_fs(fs, Some(&src), &mnt, &["--max-restarts", "100000"], None);
+    let args: Vec<&str> = ["--max-restarts", "100000"]
+        .iter()
+        .chain(transport.args())
+        .copied()
+        .collect();
+    let guard = mount_fs(fs, Some(&src), &mnt, &args, None);
+    assert!(snapshot(&mnt).transport.starts_with(transport.name()));
     let stop = Arc::new(AtomicBool::new(false));
     let replacer = keep_replacing(mnt.clone(), Duration::from_millis(200), stop.clone());
     let seed0 = std::time::SystemTime::now()
@@ -839,8 +1002,9 @@ fn stress_through_replacements(fs: &str, secs: u64) {
     let (results, (kills, upgrades)) = results;
     let mut ops = 0;
     for r in results {
-        ops +=
-            r.unwrap_or_else(|e| panic!("{fs}: across {kills} kills and {upgrades} upgrades: {e}"));
+        ops += r.unwrap_or_else(|e| {
+            panic!("{fs} over {transport:?}: across {kills} kills and {upgrades} upgrades: {e}")
+        });
     }
     let entries =
         stress::same_tree(&mnt, &src).unwrap_or_else(|e| panic!("{fs}: mount vs source: {e}"));
@@ -858,12 +1022,22 @@ fn stress_through_replacements(fs: &str, secs: u64) {
 
 #[test]
 fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_stackfs() {
-    stress_through_replacements("stackfs", 8);
+    stress_through_replacements("stackfs", 8, Transport::Classic);
+}
+
+#[test]
+fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_over_io_uring_stackfs() {
+    stress_through_replacements("stackfs", 8, Transport::Uring);
+}
+
+#[test]
+fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_over_io_uring_pathfs() {
+    stress_through_replacements("pathfs", 8, Transport::Uring);
 }
 
 #[test]
 fn fsstress_results_hold_while_the_server_is_killed_and_upgraded_pathfs() {
-    stress_through_replacements("pathfs", 8);
+    stress_through_replacements("pathfs", 8, Transport::Classic);
 }
 
 /// pathfs names nodes by parent and name: a directory renamed above a
@@ -961,11 +1135,24 @@ fn pathfs_keeps_working_directories_and_open_files_across_renames_and_crashes() 
 /// cannot, ends in a clear error instead of an empty filesystem.
 #[test]
 fn memfs_upgrades_live_with_its_files_and_says_why_a_crash_ends_it() {
+    memfs_upgrades(Transport::Classic);
+}
+
+#[test]
+fn memfs_upgrades_over_io_uring_live_with_its_files_and_says_why_a_crash_ends_it() {
+    memfs_upgrades(Transport::Uring);
+}
+
+fn memfs_upgrades(transport: Transport) {
     use std::os::unix::fs::MetadataExt;
+    if !transport.available() {
+        return;
+    }
     let dir = scratch("memfs");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let guard = mount_fs("memfs", None, &mnt, &[], None);
+    let guard = mount_fs("memfs", None, &mnt, transport.args(), None);
+    assert!(snapshot(&mnt).transport.starts_with(transport.name()));
     std::fs::create_dir_all(mnt.join("a/b")).unwrap();
     let big: Vec<u8> = (0..(8u32 << 20))
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)

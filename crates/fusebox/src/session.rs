@@ -101,6 +101,8 @@ struct Handoff {
     stats_socket: Option<std::os::unix::net::UnixListener>,
     /// The filesystem's held area.
     held_area: Option<OwnedFd>,
+    /// The io_uring rings the supervisor holds, taken.
+    rings: Option<Vec<crate::sys::ring_area::Attached>>,
 }
 
 /// How a session gets its mount.
@@ -272,6 +274,7 @@ impl<F: Filesystem> Session<F> {
             stats_socket,
             saved_state,
             held_area,
+            rings,
         } = msg
         else {
             let e = format!("expected the mount, got {msg:?}");
@@ -283,7 +286,8 @@ impl<F: Filesystem> Session<F> {
             + 2
             + usize::from(stats_socket)
             + usize::from(saved_state)
-            + usize::from(held_area);
+            + usize::from(held_area)
+            + rings.as_ref().map_or(0, |r| 1 + r.rings.len());
         if fds.len() != expected {
             return Err(handoff_err(format!(
                 "expected {expected} fds, got {}",
@@ -299,6 +303,14 @@ impl<F: Filesystem> Session<F> {
             .map(std::os::unix::net::UnixListener::from);
         let saved_state = saved_state.then(|| fds.next().expect("counted"));
         let held_area = held_area.then(|| fds.next().expect("counted"));
+        let rings = match rings.map(|r| r.take(fds.collect())).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                let e = format!("taking the supervisor's io_uring rings: {e}");
+                let _ = channel.send(&ToSupervisor::Failed { error: e.clone() }, &[]);
+                return Err(handoff_err(e));
+            }
+        };
         let state = match StateFile::open(state) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -322,6 +334,7 @@ impl<F: Filesystem> Session<F> {
             saved_state,
             stats_socket,
             held_area,
+            rings,
         };
         Self::start(fs, &mountpoint, opts, cfg, Some(handoff))
     }
@@ -392,6 +405,8 @@ impl<F: Filesystem> Session<F> {
             .stats_socket
             .then(|| stats_endpoint(mountpoint, &snapshot, shared_socket))
             .flatten();
+        let held_rings = handoff.as_mut().and_then(|h| h.rings.take());
+        let held = held_rings.is_some();
         let (mount, clone_fds, supervisor, prepared, saved_state, held_area) = match handoff {
             Some(h) => (
                 Arc::new(Mount::adopt(mountpoint, h.device)),
@@ -466,11 +481,29 @@ impl<F: Filesystem> Session<F> {
             dispatcher = dispatcher.with_ledger(l);
         }
         let dispatcher = Arc::new(dispatcher);
+        // The kernel computes the payload it may put in one entry as
+        // max(8 KiB, max_write, max_pages pages); buffers are sized to match.
+        let payload_len = uring::payload_len_for(conn.max_write);
         // Each ring thread's way back for answers given later, made here so
         // the /dev/fuse worker can tell them all when the connection ends.
-        let mailboxes = (0..rings_n)
-            .map(|_| uring::RingMailbox::new())
-            .collect::<Result<Vec<_>, _>>()?;
+        let mailboxes = match &held_rings {
+            Some(rings) => {
+                if let Some(r) = rings.first().filter(|r| r.layout.payload_len < payload_len) {
+                    return Err(RecoveryError::Handoff(format!(
+                        "the supervisor's ring entries hold {} bytes, the connection needs {payload_len} (max_write {})",
+                        r.layout.payload_len, conn.max_write
+                    ))
+                    .into());
+                }
+                rings
+                    .iter()
+                    .map(|r| r.wake.try_clone().map(uring::RingMailbox::with_eventfd))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            None => (0..rings_n)
+                .map(|_| uring::RingMailbox::new())
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let ring_bells: Vec<Arc<uring::RingMailbox>> =
             mailboxes.iter().map(|(m, _)| m.clone()).collect();
         // Without the right to take threads back from SCHED_IDLE the
@@ -523,14 +556,11 @@ impl<F: Filesystem> Session<F> {
                 first_slot: classic_n,
                 per_queue,
                 mailboxes,
-                // The kernel computes the payload it may put in one entry
-                // as max(8 KiB, max_write, max_pages pages); size buffers
-                // to match.
-                payload_len: (conn.max_write as usize)
-                    .next_multiple_of(4096)
-                    .max(abi::MIN_READ_BUFFER),
+                payload_len,
                 config: cfg.uring,
                 guard,
+                held: held_rings,
+                pause: pause.clone(),
             },
             &mut workers,
         )?;
@@ -544,6 +574,7 @@ impl<F: Filesystem> Session<F> {
                     &snapshot,
                     state,
                     dispatcher.filesystem().clone(),
+                    held.then(|| mount.clone()),
                 )?;
                 true
             }
@@ -727,13 +758,13 @@ impl Plan {
         init: &init::InitConfig,
         handoff: Option<&Handoff>,
     ) -> Result<Plan, Error> {
-        let transport = cfg.transport.resolve();
-        if handoff.is_some() && transport == TransportKind::Uring {
-            return Err(RecoveryError::Handoff(
-                "a supervised (recoverable) mount serves over classic /dev/fuse: on this kernel a request held by a dead server's io_uring entry is never resent (DESIGN.md, \"Recovery\")".into(),
-            )
-            .into());
-        }
+        // A supervised server serves the way its supervisor set up: over
+        // the rings it holds, or classic /dev/fuse without them.
+        let transport = match handoff {
+            Some(h) if h.rings.is_some() => TransportKind::Uring,
+            Some(_) => TransportKind::Classic,
+            None => cfg.transport.resolve(),
+        };
         let mut init_cfg = init.clone();
         if transport == TransportKind::Uring {
             // Refuse before mounting, with the reason and the fix.
@@ -750,11 +781,18 @@ impl Plan {
         // queue, so a second thread with one entry takes the second of two
         // requests that arrive together (readahead) instead of it waiting
         // behind the first (DESIGN.md, "Threads per queue").
-        let per_queue = cfg.uring.threads_per_queue.max(1);
-        let rings_n = if transport == TransportKind::Uring {
-            uring::possible_cpus() * per_queue
-        } else {
-            0
+        let (per_queue, rings_n) = match handoff.and_then(|h| h.rings.as_ref()) {
+            // As many threads as the supervisor made rings, each queue's
+            // together.
+            Some(rings) => {
+                let n = rings.len().max(1);
+                (n.div_ceil(uring::possible_cpus()).max(1), n)
+            }
+            None if transport == TransportKind::Uring => {
+                let per_queue = cfg.uring.threads_per_queue.max(1);
+                (per_queue, uring::possible_cpus() * per_queue)
+            }
+            None => (cfg.uring.threads_per_queue.max(1), 0),
         };
         Ok(Plan {
             transport,

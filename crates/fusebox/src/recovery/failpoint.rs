@@ -5,7 +5,11 @@
 //! - `after-read`: read from the kernel, nothing done yet;
 //! - `after-apply`: the filesystem applied it, its outcome not journaled;
 //! - `after-journal`: its outcome journaled, the answer not yet written;
-//! - `before-reply`: the answer about to be written to the kernel.
+//! - `before-reply`: the answer about to be written to the kernel;
+//! - `half-answered` (io_uring): part of the answer written over the
+//!   request in its ring entry;
+//! - `answered-uncommitted` (io_uring): the answer in its ring entry, its
+//!   commit not yet handed to the kernel.
 //!
 //! Only generation 1 arms them, so the server that takes over does not
 //! die on the same request. Unarmed, a failpoint costs one relaxed load.
@@ -29,6 +33,12 @@ pub enum Point {
     AfterJournal = 3,
     /// `before-reply`: the answer about to be written to the kernel.
     BeforeReply = 4,
+    /// `half-answered`: part of the answer written over the request in its
+    /// io_uring entry.
+    HalfAnswered = 5,
+    /// `answered-uncommitted`: the answer in its io_uring entry, the commit
+    /// not handed to the kernel.
+    AnsweredUncommitted = 6,
 }
 
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -52,6 +62,8 @@ pub(crate) fn arm_from_env(generation: u64) {
         "after-apply" => Point::AfterApply,
         "after-journal" => Point::AfterJournal,
         "before-reply" => Point::BeforeReply,
+        "half-answered" => Point::HalfAnswered,
+        "answered-uncommitted" => Point::AnsweredUncommitted,
         _ => {
             tracing::warn!(point, "{FAILPOINT_ENV}: unknown point");
             return;

@@ -49,6 +49,11 @@ pub enum ToServer {
         /// (`Filesystem::adopt_held_area`), the same memfd every time.
         #[serde(default)]
         held_area: bool,
+        /// Serve over the io_uring rings the supervisor holds: their fds
+        /// are inherited (at the numbers given), and the ring area and one
+        /// wake-up eventfd per ring follow the other fds.
+        #[serde(default)]
+        rings: Option<crate::sys::ring_area::HeldRingsInfo>,
     },
     /// Planned upgrade, before the serving process pauses: the state file
     /// comes with it; restore the nodes from it now, answer `Prepared`,

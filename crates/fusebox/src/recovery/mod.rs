@@ -23,9 +23,11 @@
 //! from it; stackfs names files by kernel file handle, the path-level
 //! adapter by parent and name.
 //!
-//! The classic transport only: on Linux 6.18 a request held in an io_uring
-//! ring entry of a dead process is not resent (FUSE_NOTIFY_RESEND walks the
-//! /dev/fuse fds' lists only) and stays until the connection is aborted.
+//! Over io_uring the supervisor also makes and holds the rings
+//! (`sys::ring_area`): their commands are issued by its SQ thread, so a
+//! server's death cancels none of them, and each entry's slot in the ring
+//! area says where the next server goes on from (DESIGN.md, "Recovery over
+//! io_uring").
 
 pub mod failpoint;
 pub mod handoff;
@@ -42,6 +44,6 @@ pub use handoff::{Channel, ToServer, ToSupervisor, HANDOFF_ENV};
 pub use ledger::{Ledger, Restored};
 pub use state::{Capacity, RecoveryTotals, StateFile};
 pub use supervisor::{
-    control_socket_for, request_upgrade, this_program_again, Supervisor, SupervisorConfig,
-    SupervisorExit,
+    control_socket_for, request_upgrade, this_program_again, RingPlan, Supervisor,
+    SupervisorConfig, SupervisorExit,
 };

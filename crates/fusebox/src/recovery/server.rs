@@ -62,6 +62,7 @@ pub(crate) fn serve_for_supervisor<F: Filesystem>(
     snapshot: &Arc<dyn Fn() -> Snapshot + Send + Sync>,
     state: Arc<StateFile>,
     fs: Arc<F>,
+    held_rings: Option<Arc<crate::mount::Mount>>,
 ) -> Result<(), Error> {
     channel
         .send(
@@ -84,7 +85,20 @@ pub(crate) fn serve_for_supervisor<F: Filesystem>(
         })?;
     std::thread::Builder::new()
         .name("fusebox-handoff".into())
-        .spawn(move || obey_supervisor(channel, &pause, &carry, &*fs))?;
+        .spawn(move || {
+            obey_supervisor(channel, &pause, &carry, &*fs);
+            if let Some(mount) = held_rings {
+                // The rings' commands were issued by the supervisor's SQ
+                // thread, which died with it: requests handed to them can
+                // no longer be delivered. Applications get an error now
+                // rather than a hang.
+                tracing::error!("the supervisor died, and with it the kernel thread that drives the io_uring rings: aborting the connection (unmount, then mount again)");
+                if let Err(e) = mount.abort() {
+                    tracing::error!(error = %e, "abort failed");
+                }
+                std::process::exit(1);
+            }
+        })?;
     Ok(())
 }
 

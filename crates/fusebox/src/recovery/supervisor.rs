@@ -28,6 +28,7 @@ use crate::protocol::opcodes::facts;
 use crate::protocol::parse_header;
 use crate::protocol::{send_error, Notifier};
 use crate::stats::{Snapshot, StatsServer, StatsSocket};
+use crate::sys::ring_area::{AreaLayout, HeldRings};
 use crate::sys::shared_map::SharedMap;
 
 /// How a supervisor runs its mount: what it keeps for the servers and
@@ -54,6 +55,24 @@ pub struct SupervisorConfig {
     /// Bytes of memory to hold for the filesystem across server
     /// generations (`Filesystem::adopt_held_area`); 0 for none.
     pub held_area: usize,
+    /// Serve over io_uring rings the supervisor holds (None: classic
+    /// /dev/fuse).
+    pub rings: Option<RingPlan>,
+}
+
+/// The io_uring rings a supervisor makes and holds for its servers
+/// (`sys::ring_area`).
+#[derive(Clone, Debug)]
+pub struct RingPlan {
+    /// Ring threads per CPU queue.
+    pub per_queue: usize,
+    /// Entries per ring.
+    pub depth: usize,
+    /// Bytes of each entry's payload buffer: at least what the servers'
+    /// max_write needs (a server refuses smaller ones).
+    pub payload_len: usize,
+    /// How long the kernel's SQ thread polls after work before it sleeps.
+    pub sq_idle: Duration,
 }
 
 impl Default for SupervisorConfig {
@@ -66,6 +85,7 @@ impl Default for SupervisorConfig {
             settled_after: Duration::from_millis(500),
             start_timeout: Duration::from_secs(10),
             held_area: 0,
+            rings: None,
         }
     }
 }
@@ -228,6 +248,10 @@ pub struct Supervisor {
     stats: Option<StatsSocket>,
     /// The filesystem's held area, when it asked for one.
     held: Option<SharedMap>,
+    /// The io_uring rings the servers serve on, when over io_uring. The
+    /// kernel's SQ thread that issues their commands is this process's:
+    /// a server's death cancels none of them.
+    rings: Option<HeldRings>,
     cfg: SupervisorConfig,
     stopping: Arc<AtomicBool>,
 }
@@ -290,12 +314,38 @@ impl Supervisor {
             .then(|| SharedMap::create("fusebox-held-area", cfg.held_area))
             .transpose()
             .map_err(RecoveryError::Io)?;
+        let rings = cfg
+            .rings
+            .as_ref()
+            .map(|plan| {
+                let qids: Vec<u16> = (0..crate::sys::possible_cpus())
+                    .flat_map(|q| std::iter::repeat_n(q as u16, plan.per_queue.max(1)))
+                    .collect();
+                let layout = AreaLayout {
+                    rings: qids.len(),
+                    depth: plan.depth.max(1),
+                    payload_len: plan.payload_len,
+                };
+                HeldRings::create(
+                    mount.device().as_fd(),
+                    &qids,
+                    layout,
+                    plan.sq_idle.as_millis().clamp(1, u32::MAX as u128) as u32,
+                )
+            })
+            .transpose()
+            .map_err(|e| {
+                RecoveryError::Io(std::io::Error::other(format!(
+                    "setting up the io_uring rings: {e}"
+                )))
+            })?;
         Ok(Supervisor {
             mount: Arc::new(mount),
             clones,
             state,
             stats,
             held,
+            rings,
             cfg,
             stopping: Arc::new(AtomicBool::new(false)),
         })
@@ -522,26 +572,52 @@ impl Supervisor {
             .recv::<ToSupervisor>(Some(Duration::from_millis(1)))
             .is_ok()
         {}
-        if let Err(e) = old.channel.send(&ToServer::Quiesce, &[]) {
-            kill_new();
-            return Err(format!("the serving process does not listen: {e}"));
-        }
-        // Saving a filesystem's state happens inside the pause, so it may
-        // take longer than a start.
-        let saved = match old
-            .channel
-            .recv::<ToSupervisor>(Some(self.cfg.start_timeout.max(Duration::from_secs(60))))
-        {
-            Ok((ToSupervisor::Quiesced, fds)) => fds.into_iter().next(),
-            Ok((ToSupervisor::Failed { error }, _)) => {
+        let saved = match old.channel.send(&ToServer::Quiesce, &[]) {
+            Err(e) if !old.recovers_from_crash => {
                 kill_new();
-                let _ = old.channel.send(&ToServer::Resume, &[]);
-                return Err(format!("{error}; it goes on serving"));
+                return Err(format!("the serving process does not listen: {e}"));
             }
-            other => {
-                kill_new();
-                let _ = old.channel.send(&ToServer::Resume, &[]);
-                return Err(format!("the serving process did not pause: {other:?}"));
+            Err(e) => {
+                // Its end of the channel is closed: it died (its files are
+                // released only once no thread of it runs), maybe by a kill
+                // that crossed this upgrade. The new server takes over as
+                // after a crash, so the upgrade still happens.
+                tracing::warn!(error = %e, "the serving process died as the upgrade began; the new server takes over as after a crash");
+                self.await_exit(old.pid).inspect_err(|_| kill_new())?;
+                self.state.add_restart();
+                None
+            }
+            Ok(()) => {
+                // Saving a filesystem's state happens inside the pause, so
+                // it may take longer than a start.
+                match old
+                    .channel
+                    .recv::<ToSupervisor>(Some(self.cfg.start_timeout.max(Duration::from_secs(60))))
+                {
+                    Ok((ToSupervisor::Quiesced, fds)) => fds.into_iter().next(),
+                    Ok((ToSupervisor::Failed { error }, _)) => {
+                        kill_new();
+                        let _ = old.channel.send(&ToServer::Resume, &[]);
+                        return Err(format!("{error}; it goes on serving"));
+                    }
+                    // Closed, or reset (it died with a message unread).
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                        ) && old.recovers_from_crash =>
+                    {
+                        tracing::warn!("the serving process died during the pause; the new server takes over as after a crash");
+                        self.await_exit(old.pid).inspect_err(|_| kill_new())?;
+                        self.state.add_restart();
+                        None
+                    }
+                    other => {
+                        kill_new();
+                        let _ = old.channel.send(&ToServer::Resume, &[]);
+                        return Err(format!("the serving process did not pause: {other:?}"));
+                    }
+                }
             }
         };
         self.state.set_generation(next_gen);
@@ -565,12 +641,18 @@ impl Supervisor {
                     serving_since: Instant::now(),
                 })
             }
-            Err(why) if self.held.is_some() => {
+            Err(why) if self.held.is_some() || self.rings.is_some() => {
                 // The new server had the held area and may have written to
-                // it (answered writes, say): the old one, which knows
-                // nothing of that, must not serve on. It is stopped, and
-                // the next server starts from the area as after a crash.
+                // it (answered writes, say), or took the rings over (reaped
+                // requests, answered some): the old one, which knows
+                // nothing of that, must not serve on. Both are stopped, and
+                // the next server starts from the area and the rings as
+                // after a crash, once the new one is gone (the old one's
+                // death is what starts it).
                 kill_new();
+                if let Err(e) = self.await_exit(new_pid) {
+                    tracing::error!(error = %e, "the failed new server does not exit");
+                }
                 let _ = rustix::process::kill_process(
                     rustix::process::Pid::from_raw(old.pid as i32).expect("a child's pid"),
                     rustix::process::Signal::KILL,
@@ -589,6 +671,34 @@ impl Supervisor {
                     "the new server failed, the old one goes on serving: {why}"
                 ))
             }
+        }
+    }
+
+    /// Wait until process `pid` (a server that closed its channel) has
+    /// exited: nothing of it may touch the mount once the next one serves.
+    fn await_exit(&self, pid: u32) -> Result<(), String> {
+        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or("no such process")?;
+        let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            // Gone already (reaped).
+            Err(rustix::io::Errno::SRCH) => return Ok(()),
+            Err(e) => return Err(format!("watching the old server: {e}")),
+        };
+        let timeout = rustix::event::Timespec {
+            tv_sec: self.cfg.start_timeout.as_secs() as i64,
+            tv_nsec: 0,
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => Ok(()),
+            Ok(_) => Err(format!(
+                "the old server closed its channel but did not exit within {:?}",
+                self.cfg.start_timeout
+            )),
+            Err(e) => Err(format!("watching the old server: {e}")),
         }
     }
 
@@ -641,6 +751,9 @@ impl Supervisor {
         fds.extend(self.stats.as_ref().map(|s| s.listener().as_fd()));
         fds.extend(saved.map(|s| s.as_fd()));
         fds.extend(self.held.as_ref().map(|h| h.fd().as_fd()));
+        if let Some(rings) = &self.rings {
+            fds.extend(rings.handoff_fds());
+        }
         let take = ToServer::Take {
             generation,
             mountpoint: self.mount.mountpoint().to_path_buf(),
@@ -648,6 +761,7 @@ impl Supervisor {
             stats_socket: self.stats.is_some(),
             saved_state: saved.is_some(),
             held_area: self.held.is_some(),
+            rings: self.rings.as_ref().map(|r| r.info()),
         };
         channel
             .send(&take, &fds)
@@ -739,6 +853,22 @@ impl Supervisor {
         }
         .inspect_err(|e| tracing::warn!(error = %e, "stats socket unavailable"))
         .ok();
+        // Requests routed to the rings: answered EIO there, by threads
+        // that drive the rings as a server would.
+        if let Some(rings) = &self.rings {
+            for ring in rings.attach_here().map_err(RecoveryError::Io)? {
+                std::thread::Builder::new()
+                    .name("fusebox-supervisor-ring".into())
+                    .spawn(move || {
+                        if let Err(e) = crate::sys::uring::QueueRing::attach(ring)
+                            .and_then(|mut r| fail_queue(&mut r))
+                        {
+                            tracing::warn!(error = %e, "failing the requests of a held ring");
+                        }
+                    })
+                    .map_err(RecoveryError::Io)?;
+            }
+        }
         let device = DevChannel::new(self.mount.device().try_clone().map_err(RecoveryError::Io)?);
         // Requests the dead server had read wait in the processing lists of
         // the fds they came through: bring them back to be failed too.
@@ -766,6 +896,57 @@ impl Supervisor {
         drop(stats);
         Ok(SupervisorExit::Unmounted)
     }
+}
+
+/// Answer every request that reaches a held ring EIO until the kernel
+/// ends its entries: the supervisor's stand-in once no server will be
+/// started, on the rings as `serve_failed` is on /dev/fuse.
+fn fail_queue(ring: &mut crate::sys::uring::QueueRing) -> std::io::Result<()> {
+    use crate::device::DeviceErrno;
+    use crate::sys::uring::Completion;
+    let taken = ring.take_over()?;
+    let mut todo: Vec<(usize, i32)> = taken.completions.iter().map(|c| (c.0, c.1)).collect();
+    todo.extend(taken.lost.iter().map(|&idx| (idx, 0)));
+    let mut live = ring.depth();
+    while live > 0 {
+        for (idx, res) in todo.drain(..) {
+            if res < 0 {
+                match DeviceErrno::of(-res) {
+                    DeviceErrno::WouldBlock | DeviceErrno::Interrupted | DeviceErrno::Retry => {
+                        ring.resubmit(idx)?
+                    }
+                    _ => live -= 1,
+                }
+                continue;
+            }
+            let (commit_id, answered) = {
+                let r = ring.request(idx)?;
+                (
+                    r.commit_id,
+                    facts(fusebox_abi::Opcode(r.header.opcode)).answered(),
+                )
+            };
+            let header = fusebox_abi::OutHeader {
+                len: 16,
+                // A request that takes no answer still holds its entry:
+                // an empty success re-arms it.
+                error: if answered { -libc::EIO } else { 0 },
+                unique: commit_id,
+            };
+            let mut b = ring.reply_buffers(idx)?;
+            b.begin(0);
+            b.in_out[..16].copy_from_slice(zerocopy::IntoBytes::as_bytes(&header));
+            b.done(0);
+            ring.commit(idx, commit_id, 0)?;
+        }
+        ring.submit_and_wait(1)?;
+        while let Some(c) = ring.next_completion() {
+            if let Completion::Entry { idx, res } = c {
+                todo.push((idx, res));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn describe(status: ExitStatus) -> String {

@@ -17,6 +17,7 @@ use crate::mount::Mount;
 use crate::protocol::DataOut;
 use crate::recovery::pause::PauseControl;
 use crate::stats::WorkerStats;
+use crate::sys::ring_area::Attached;
 use crate::sys::uring::QueueRing;
 use crate::thread_policy::{self, ThreadPolicy};
 use crate::transport::uring::{RingInbox, RingMailbox};
@@ -140,6 +141,18 @@ pub(super) struct Rings {
     pub config: UringConfig,
     /// The adaptive thread policy's guard, when it runs.
     pub guard: Option<Arc<thread_policy::Guard>>,
+    /// The rings a supervisor holds, one per thread, when it holds them.
+    pub held: Option<Vec<Attached>>,
+    /// A supervised server's ring threads can be paused for an upgrade.
+    pub pause: Option<Arc<PauseControl>>,
+}
+
+/// Where a queue thread's ring comes from.
+enum RingSource {
+    /// Its own, made on the device fd given.
+    Own(OwnedFd),
+    /// One the supervisor holds.
+    Held(Attached),
 }
 
 /// Start the io_uring queue threads: `per_queue` for each CPU's queue.
@@ -149,14 +162,27 @@ pub(super) fn spawn_rings<F: Filesystem>(
     out: &mut Vec<Serving>,
 ) -> Result<(), Error> {
     let payload_len = r.payload_len;
+    let mut held = r.held.map(|h| h.into_iter());
     for (t, mail) in r.mailboxes.into_iter().enumerate() {
-        let (q, k) = (t / r.per_queue, t % r.per_queue);
+        let (mut q, k) = (t / r.per_queue, t % r.per_queue);
         let slot = r.first_slot + t;
-        let fd =
-            crate::sys::clone_device(s.mount.device().as_fd()).map_err(|source| Error::Clone {
-                worker: slot,
-                source,
-            })?;
+        // A held ring serves the queue the supervisor made it for; an own
+        // ring is built on its thread from a clone of the device.
+        let source = match held.as_mut() {
+            Some(rings) => {
+                let ring = rings.next().ok_or_else(|| {
+                    Error::Io(std::io::Error::other("fewer held rings than threads"))
+                })?;
+                q = ring.qid as usize;
+                RingSource::Held(ring)
+            }
+            None => RingSource::Own(crate::sys::clone_device(s.mount.device().as_fd()).map_err(
+                |source| Error::Clone {
+                    worker: slot,
+                    source,
+                },
+            )?),
+        };
         let dispatcher = s.dispatcher.clone();
         let mut worker = Worker::new(
             DataOut::with_capacity(payload_len),
@@ -169,6 +195,7 @@ pub(super) fn spawn_rings<F: Filesystem>(
         let queue_mount = s.mount.clone();
         let registered = s.registered_rings.clone();
         let guard = r.guard.clone();
+        let pause = r.pause.clone();
         let cpus = s.cpus;
         let handle = std::thread::Builder::new()
             .name(if k == 0 {
@@ -186,22 +213,30 @@ pub(super) fn spawn_rings<F: Filesystem>(
                     tracing::warn!(?policy, error = %e, "cannot set the thread policy");
                 }
                 worker.guard = guard.map(|g| g.register_current());
+                if let Some(p) = &pause {
+                    p.register_current();
+                }
                 // Built on its own thread: with single-issuer rings only the
                 // creating thread may submit.
-                let r = QueueRing::new(fd, q as u16, ucfg.depth.max(1), payload_len, ucfg.ring)
-                    .map_err(Error::from)
-                    .and_then(|mut ring| {
-                        uring::run_queue(
-                            &dispatcher,
-                            &mut ring,
-                            &mut worker,
-                            ucfg.poll,
-                            mail,
-                            || {
-                                registered.fetch_add(1, Ordering::AcqRel);
-                            },
-                        )
-                    });
+                let ring = match source {
+                    RingSource::Own(fd) => {
+                        QueueRing::new(fd, q as u16, ucfg.depth.max(1), payload_len, ucfg.ring)
+                    }
+                    RingSource::Held(ring) => QueueRing::attach(ring),
+                };
+                let r = ring.map_err(Error::from).and_then(|mut ring| {
+                    uring::run_queue(
+                        &dispatcher,
+                        &mut ring,
+                        &mut worker,
+                        ucfg.poll,
+                        mail,
+                        pause.as_deref(),
+                        || {
+                            registered.fetch_add(1, Ordering::AcqRel);
+                        },
+                    )
+                });
                 if let Err(e) = &r {
                     // The kernel routes this CPU's requests to this queue
                     // only, and keeps handing them to this ring's entries

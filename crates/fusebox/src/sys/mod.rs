@@ -7,6 +7,7 @@
 //! why it is sound.
 #![allow(unsafe_code)]
 
+pub mod ring_area;
 pub mod shared_map;
 pub mod uring;
 
@@ -154,6 +155,48 @@ pub fn take_inherited_socket(fd: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// CPUs the kernel may run applications on: it makes one queue for each
+/// possible CPU and routes a request to the queue of the caller's CPU.
+pub fn possible_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut max = None;
+    for part in s.split(',') {
+        let last = match part.split_once('-') {
+            Some((_, hi)) => hi.parse::<usize>().ok()?,
+            None => part.parse::<usize>().ok()?,
+        };
+        max = Some(max.map_or(last, |m: usize| m.max(last)));
+    }
+    max.map(|m| m + 1)
+}
+
+/// Take ownership of an io_uring fd this process inherited by number (a
+/// ring its supervisor holds, named in the handoff message); it is made
+/// close-on-exec again. Fails unless `fd` is open and an io_uring.
+pub fn take_inherited_fd(fd: i32) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let what = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map_err(|e| io::Error::other(format!("inherited ring fd {fd}: {e}")))?;
+    if fd < 3 || what.as_os_str() != "anon_inode:[io_uring]" {
+        return Err(io::Error::other(format!(
+            "fd {fd} is not an inherited io_uring ({})",
+            what.display()
+        )));
+    }
+    // SAFETY: the fd is open (its /proc link exists) and nothing else in
+    // this process owns it: it was inherited across exec under a number
+    // only the handoff message names, and the caller takes it once.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(owned)
+}
+
 /// The signal that wakes a serving thread out of a blocking read (see
 /// `recovery::pause`). SIGURG: ignored by default, so a stray one sent to
 /// a process without the handler does nothing.
@@ -190,4 +233,17 @@ pub fn wake_thread(tid: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0,2-5,7"), Some(8));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
 }

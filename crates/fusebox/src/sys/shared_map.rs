@@ -72,6 +72,15 @@ impl SharedMap {
         &self.fd
     }
 
+    /// The mapping's first byte, for memory the kernel reads and writes by
+    /// address (io_uring ring entries in `sys::uring`). `sys::uring` makes
+    /// slices over entry buffers in it while it owns those entries; the
+    /// copies below are only ever given ranges of the slots and undo areas,
+    /// which no such slice covers.
+    pub(crate) fn base(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     fn checked(&self, offset: usize, len: usize, align: usize) -> *mut u8 {
         assert!(
             offset.checked_add(len).is_some_and(|end| end <= self.len)
@@ -108,21 +117,27 @@ impl SharedMap {
     /// block data may be (see `read_into`).
     pub fn write(&self, offset: usize, bytes: &[u8]) {
         let p = self.checked(offset, bytes.len(), 1);
-        // SAFETY: in bounds; `bytes` is a Rust slice and cannot alias the
-        // mapping's raw memory, which no Rust reference covers.
+        debug_assert!(
+            !(p as *const u8 <= bytes.as_ptr() && bytes.as_ptr() < p.wrapping_add(bytes.len()))
+        );
+        // SAFETY: in bounds; `bytes` does not overlap the destination: it is
+        // either memory outside the mapping or (`sys::uring`) an entry
+        // buffer, while the destination is a slot or undo area.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
     }
 
     /// Copy `buf.len()` bytes out into `buf` (see `write`). Memory shared
     /// with other processes, such as a RAM disk's blocks, is reached only
-    /// through these copies: no Rust reference ever covers the mapping, so
+    /// through these copies (the one exception: `sys::uring`'s entry
+    /// buffers in its ring area, which it owns while it slices them), so
     /// a concurrent write of the same bytes (overlapping block requests)
     /// leaves the copy's contents unspecified, as on a real disk, and
     /// nothing else.
     pub fn read_into(&self, offset: usize, buf: &mut [u8]) {
         let p = self.checked(offset, buf.len(), 1);
-        // SAFETY: in bounds; `buf` is a Rust slice and cannot alias the
-        // mapping's raw memory.
+        // SAFETY: in bounds; `buf` does not overlap the source: it is memory
+        // outside the mapping or (`sys::uring`) an entry buffer, while the
+        // source is a slot or undo area.
         unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) }
     }
 

@@ -27,6 +27,8 @@ use crate::protocol::outcome::send_outcome;
 use crate::protocol::reply::Detached;
 use crate::protocol::ReplyData;
 use crate::protocol::{DataOut, ReplySink};
+use crate::recovery::failpoint::{self, Point};
+use crate::recovery::pause::PauseControl;
 use crate::sys::uring::{Completion, QueueRing, ReplyBuffers};
 
 /// How answers given later reach a queue thread: a channel (no lock per
@@ -57,8 +59,14 @@ impl RingMailbox {
         // armed read into a busy loop. A write blocks only when the counter
         // is about to overflow, and the queue thread's read resets it.
         let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?;
+        Ok(Self::with_eventfd(wake))
+    }
+
+    /// A mailbox ringing `wake`: a held ring's own eventfd, which the ring
+    /// reads as a fixed file.
+    pub fn with_eventfd(wake: OwnedFd) -> (Arc<RingMailbox>, RingInbox) {
         let (tx, rx) = mpsc::channel();
-        Ok((
+        (
             Arc::new(RingMailbox {
                 tx,
                 wake,
@@ -66,7 +74,7 @@ impl RingMailbox {
                 closed: AtomicBool::new(false),
             }),
             RingInbox(rx),
-        ))
+        )
     }
 
     fn ring_bell(&self) {
@@ -169,6 +177,12 @@ struct RingSink<'a> {
     bufs: RefCell<ReplyBuffers<'a>>,
     payload_len: Cell<usize>,
     sent: Cell<bool>,
+    /// The request's id as the kernel gave it: a request served again
+    /// after a takeover reaches the dispatcher marked as resent, and the
+    /// kernel knows it by the id without the mark.
+    unique: u64,
+    /// The request's opcode, for the failpoints.
+    opcode: fusebox_abi::Opcode,
 }
 
 impl ReplySink for RingSink<'_> {
@@ -177,14 +191,17 @@ impl ReplySink for RingSink<'_> {
         let (head, body) = parts
             .split_first()
             .ok_or_else(|| io::Error::other("empty reply"))?;
-        let header = fusebox_abi::OutHeader::read_from_bytes(head)
+        let mut header = fusebox_abi::OutHeader::read_from_bytes(head)
             .map_err(|_| io::Error::other("reply header of the wrong size"))?;
+        header.unique = self.unique;
         // The header counts the whole body; beyond the parts given, the rest
         // was written in place into the payload (a lent DataOut).
         let body_len = (header.len as usize).saturating_sub(head.len());
         if body_len > b.payload.len() {
             return Err(io::Error::from_raw_os_error(libc::EOVERFLOW));
         }
+        let given: usize = body.iter().map(|p| p.len()).sum();
+        b.begin(given);
         let mut off = 0;
         for p in body {
             let dst = b
@@ -195,7 +212,9 @@ impl ReplySink for RingSink<'_> {
             dst.copy_from_slice(p);
             off += p.len();
         }
-        b.in_out[..head.len()].copy_from_slice(head);
+        failpoint::hit(Point::HalfAnswered, self.opcode);
+        b.in_out[..head.len()].copy_from_slice(zerocopy::IntoBytes::as_bytes(&header));
+        b.done(body_len);
         self.payload_len.set(body_len);
         self.sent.set(true);
         Ok(())
@@ -205,20 +224,52 @@ impl ReplySink for RingSink<'_> {
 /// Serve one ring of a queue until the kernel ends every entry (unmount or
 /// abort). `registered` runs once the entries are handed to the kernel.
 /// Answers given later arrive through `mailbox`/`inbox`; the entry of such
-/// a request stays with this thread until its answer comes.
+/// a request stays with this thread until its answer comes. A ring the
+/// supervisor holds is taken over where the previous server left it, and
+/// `pause` parks the thread for a planned upgrade.
 pub fn run_queue<F: Filesystem>(
     dispatcher: &Dispatcher<F>,
     ring: &mut QueueRing,
     worker: &mut Worker,
     poll: PollPolicy,
     (mailbox, inbox): (Arc<RingMailbox>, RingInbox),
+    pause: Option<&PauseControl>,
     registered: impl FnOnce(),
 ) -> Result<WorkerExit, Error> {
     worker.later = Some(mailbox.clone());
-    ring.arm_wake(mailbox.wake.as_fd())?;
-    for idx in 0..ring.depth() {
-        ring.register(idx)?;
+    // Completions to handle before any the ring brings: a held ring's
+    // requests the previous server had, (entry, result, resent).
+    let mut taken_over = Vec::new();
+    if ring.is_held() {
+        let t = ring.take_over()?;
+        if !t.completions.is_empty() || !t.lost.is_empty() {
+            tracing::info!(
+                again = t.completions.iter().filter(|c| c.2).count(),
+                lost = t.lost.len(),
+                "io_uring: took over a held ring"
+            );
+        }
+        for idx in t.lost {
+            // Its answer was half-written over more than could be saved:
+            // the request is failed rather than served from torn bytes.
+            let id = {
+                let r = ring.request(idx)?;
+                (
+                    r.commit_id,
+                    r.header.unique,
+                    fusebox_abi::Opcode(r.header.opcode),
+                )
+            };
+            answer_entry(ring, idx, id, true, |_| {})?;
+        }
+        taken_over = t.completions;
+        taken_over.reverse();
+    } else {
+        for idx in 0..ring.depth() {
+            ring.register(idx)?;
+        }
     }
+    ring.arm_wake(mailbox.wake.as_fd())?;
     ring.submit()?;
     registered();
     // Entries not yet ended by the kernel, and of those, the ones whose
@@ -247,7 +298,10 @@ pub fn run_queue<F: Filesystem>(
     // Held entries keep the loop going until answered, unless the
     // connection is gone: the kernel then forgets them without a completion.
     while live > held || (held > 0 && !closing) {
-        if !ring.has_completions() {
+        if let Some(p) = pause {
+            p.checkpoint();
+        }
+        if taken_over.is_empty() && !ring.has_completions() {
             let mut found = false;
             if let Some(window) = poller.window() {
                 // Commits go out before the spin, or nobody gets an answer.
@@ -271,7 +325,14 @@ pub fn run_queue<F: Filesystem>(
         }
         let received = Instant::now();
         let mut served = false;
-        while let Some(completion) = ring.next_completion() {
+        loop {
+            let (completion, resent) = match taken_over.pop() {
+                Some((idx, res, resent)) => (Completion::Entry { idx, res }, resent),
+                None => match ring.next_completion() {
+                    Some(c) => (c, false),
+                    None => break,
+                },
+            };
             let (idx, res) = match completion {
                 Completion::Wake { res } => {
                     // Re-armed first: an answer delivered from here on rings
@@ -324,7 +385,7 @@ pub fn run_queue<F: Filesystem>(
                 }
                 continue;
             }
-            match serve_entry(dispatcher, ring, idx, received, worker)? {
+            match serve_entry(dispatcher, ring, idx, received, resent, worker)? {
                 Served::Now(done) => last_done = done,
                 Served::Later => held += 1,
             }
@@ -339,7 +400,9 @@ pub fn run_queue<F: Filesystem>(
             }
             served = true;
             let (idx, commit_id, unique) = (reply.at.entry, reply.at.commit_id, reply.unique);
-            answer_entry(ring, idx, commit_id, unique, true, |sink| {
+            // No failpoint fires on a later answer (opcode 0 is none).
+            let id = (commit_id, unique, fusebox_abi::Opcode(0));
+            answer_entry(ring, idx, id, true, |sink| {
                 if let Err(e) = send_outcome(
                     reply.unique,
                     reply.result,
@@ -375,16 +438,23 @@ enum Served {
     Later,
 }
 
-/// Serve one ring entry and queue its commit.
+/// Serve one ring entry and queue its commit. `resent`: the request had
+/// reached a server that died; the dispatcher sees it marked as the kernel
+/// marks a resent one, so its journal answers it if it was applied.
 fn serve_entry<F: Filesystem>(
     d: &Dispatcher<F>,
     ring: &mut QueueRing,
     idx: usize,
     received: Instant,
+    resent: bool,
     w: &mut Worker,
 ) -> Result<Served, Error> {
-    let (pending, commit_id, unique, spilled) = {
-        let (r, spare) = ring.request_and_spare(idx)?;
+    let (pending, commit_id, unique, spilled, opcode) = {
+        let (mut r, spare) = ring.request_and_spare(idx)?;
+        let opcode = fusebox_abi::Opcode(r.header.opcode);
+        if resent {
+            r.header.unique |= crate::recovery::journal::RESENT;
+        }
         let at = EntryRef {
             entry: idx,
             commit_id: r.commit_id,
@@ -404,13 +474,14 @@ fn serve_entry<F: Filesystem>(
                     w,
                     Some(&mut out),
                 );
-                (p, r.commit_id, r.header.unique, Some(out.detach()))
+                (p, r.commit_id, r.header.unique, Some(out.detach()), opcode)
             }
             None => (
                 d.process_split(r.header, r.op_in, r.payload, received, at, w, None),
                 r.commit_id,
                 r.header.unique,
                 None,
+                opcode,
             ),
         }
     };
@@ -419,17 +490,23 @@ fn serve_entry<F: Filesystem>(
     }
     let needs_reply = pending.needs_reply();
     let mut done = received;
-    answer_entry(ring, idx, commit_id, unique, needs_reply, |sink| {
-        done = match &spilled {
-            None => d.finish(pending, w, sink),
-            Some(Detached::InPlace(n)) => {
-                d.finish_with(pending, &w.stats, ReplyData::InPlace(*n), sink)
-            }
-            Some(Detached::Spilled(data)) => {
-                d.finish_with(pending, &w.stats, ReplyData::Buffer(data), sink)
-            }
-        };
-    })?;
+    answer_entry(
+        ring,
+        idx,
+        (commit_id, unique, opcode),
+        needs_reply,
+        |sink| {
+            done = match &spilled {
+                None => d.finish(pending, w, sink),
+                Some(Detached::InPlace(n)) => {
+                    d.finish_with(pending, &w.stats, ReplyData::InPlace(*n), sink)
+                }
+                Some(Detached::Spilled(data)) => {
+                    d.finish_with(pending, &w.stats, ReplyData::Buffer(data), sink)
+                }
+            };
+        },
+    )?;
     Ok(Served::Now(done))
 }
 
@@ -437,8 +514,7 @@ fn serve_entry<F: Filesystem>(
 fn answer_entry(
     ring: &mut QueueRing,
     idx: usize,
-    commit_id: u64,
-    unique: u64,
+    (commit_id, unique, opcode): (u64, u64, fusebox_abi::Opcode),
     needs_reply: bool,
     send: impl FnOnce(&RingSink<'_>),
 ) -> Result<(), Error> {
@@ -447,6 +523,8 @@ fn answer_entry(
             bufs: RefCell::new(ring.reply_buffers(idx)?),
             payload_len: Cell::new(0),
             sent: Cell::new(false),
+            unique: commit_id,
+            opcode,
         };
         send(&sink);
         if !sink.sent.get() {
@@ -463,30 +541,20 @@ fn answer_entry(
         }
         sink.payload_len.get()
     };
+    failpoint::hit(Point::AnsweredUncommitted, opcode);
     ring.commit(idx, commit_id, len)?;
     Ok(())
 }
 
-/// CPUs the kernel may run applications on: it makes one queue for each
-/// possible CPU and routes a request to the queue of the caller's CPU.
-pub fn possible_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()))
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// Bytes of an entry's payload buffer for a connection of `max_write`:
+/// the kernel puts up to max(8 KiB, max_write, max_pages pages) in one.
+pub fn payload_len_for(max_write: u32) -> usize {
+    (max_write as usize)
+        .next_multiple_of(4096)
+        .max(fusebox_abi::MIN_READ_BUFFER)
 }
 
-fn parse_cpu_list(s: &str) -> Option<usize> {
-    let mut max = None;
-    for part in s.split(',') {
-        let last = match part.split_once('-') {
-            Some((_, hi)) => hi.parse::<usize>().ok()?,
-            None => part.parse::<usize>().ok()?,
-        };
-        max = Some(max.map_or(last, |m: usize| m.max(last)));
-    }
-    max.map(|m| m + 1)
-}
+pub use crate::sys::possible_cpus;
 
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
@@ -507,11 +575,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists_and_policies_parse() {
-        assert_eq!(parse_cpu_list("0-1"), Some(2));
-        assert_eq!(parse_cpu_list("0,2-5,7"), Some(8));
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("x"), None);
+    fn policies_parse() {
         assert_eq!(PollPolicy::parse("off"), Some(PollPolicy::Off));
         assert_eq!(
             PollPolicy::parse("spin=50"),
