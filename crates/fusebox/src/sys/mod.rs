@@ -179,7 +179,7 @@ fn parse_cpu_list(s: &str) -> Option<usize> {
 /// Take ownership of an io_uring fd this process inherited by number (a
 /// ring its supervisor holds, named in the handoff message); it is made
 /// close-on-exec again. Fails unless `fd` is open and an io_uring.
-pub fn take_inherited_fd(fd: i32) -> io::Result<OwnedFd> {
+pub fn take_inherited_ring(fd: i32) -> io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
     let what = std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .map_err(|e| io::Error::other(format!("inherited ring fd {fd}: {e}")))?;

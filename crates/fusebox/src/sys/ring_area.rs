@@ -113,13 +113,9 @@ pub enum SlotState {
         res: i32,
     },
     /// Its command is in the kernel's hands (published, or taken over as
-    /// published): its completion will come.
-    WithKernel {
-        /// The command (`uring_cmd` op, or `WAKE_OP`).
-        op: u32,
-        /// The commit id it carries.
-        commit_id: u64,
-    },
+    /// published): its completion will come. What the command was stays
+    /// in the slot (`last_command`).
+    WithKernel,
     /// Its request was torn by an answer that overwrote more than could
     /// be saved: only an error answer may go back for it.
     Lost,
@@ -360,7 +356,7 @@ impl HeldRingsInfo {
         }
         let mut out = Vec::new();
         for (r, ring) in self.rings.into_iter().enumerate() {
-            let fd = super::take_inherited_fd(ring.fd)?;
+            let fd = super::take_inherited_ring(ring.fd)?;
             out.push(Attached {
                 fd,
                 qid: ring.qid,
@@ -667,13 +663,7 @@ impl Slots {
             ST_FAILED => SlotState::Failed {
                 res: word(SLOT_RES) as i32,
             },
-            ST_WITH_KERNEL => SlotState::WithKernel {
-                op: word(SLOT_OP),
-                commit_id: self
-                    .area
-                    .u64_at(self.at(idx, SLOT_COMMIT_ID))
-                    .load(Ordering::Acquire),
-            },
+            ST_WITH_KERNEL => SlotState::WithKernel,
             ST_LOST => SlotState::Lost,
             ST_ANSWERED => SlotState::Answered {
                 reply_len: word(SLOT_REPLY_LEN),

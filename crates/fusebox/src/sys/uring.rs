@@ -450,7 +450,7 @@ impl QueueRing {
             let e = &mut self.entries[idx];
             match slots.state(idx) {
                 SlotState::Empty => push_again.push((idx, uring_cmd::REGISTER, 0)),
-                SlotState::Pushing { .. } | SlotState::WithKernel { .. } => e.with_kernel = true,
+                SlotState::Pushing { .. } | SlotState::WithKernel => e.with_kernel = true,
                 SlotState::Held => out.completions.push((idx, 0, true)),
                 SlotState::Answering { undo_len } => {
                     // SAFETY: the entry is not with the kernel (its answer
@@ -483,7 +483,7 @@ impl QueueRing {
                 SlotState::Failed { res } => out.completions.push((idx, res, false)),
             }
         }
-        let armed = matches!(slots.state(slots.wake_slot()), SlotState::WithKernel { .. });
+        let armed = matches!(slots.state(slots.wake_slot()), SlotState::WithKernel);
         if let Some(w) = &mut self.wake {
             w.armed = armed;
         }
@@ -773,7 +773,7 @@ impl QueueRing {
         if let Some(slots) = &self.held {
             if !matches!(
                 slots.state(idx),
-                SlotState::Pushing { .. } | SlotState::WithKernel { .. }
+                SlotState::Pushing { .. } | SlotState::WithKernel
             ) {
                 // Taken by the previous server, which died before the
                 // head moved: its slot says what became of it.
