@@ -455,7 +455,7 @@ fn fio_verify_loop(
 
 #[test]
 fn fio_verify_passes_while_the_driver_is_replaced_and_killed() {
-    fio_verify_through_replacements(&[]);
+    fio_verify_through_replacements("fio", &[]);
 }
 
 /// The same over io_uring: the supervisor holds the rings.
@@ -467,10 +467,11 @@ fn fio_verify_passes_while_the_driver_is_replaced_and_killed_over_io_uring() {
         fusebox_test_support::skipped(None, "enable_uring is off");
         return;
     }
-    fio_verify_through_replacements(&["--transport", "uring"]);
+    fio_verify_through_replacements("fio-uring", &["--transport", "uring"]);
 }
 
-fn fio_verify_through_replacements(extra: &[&str]) {
+/// `tag` names the device: the two variants run side by side in one process.
+fn fio_verify_through_replacements(tag: &str, extra: &[&str]) {
     let args: Vec<&str> = [
         "--driver",
         "ram",
@@ -483,7 +484,7 @@ fn fio_verify_through_replacements(extra: &[&str]) {
     .chain(extra)
     .copied()
     .collect();
-    let dev = Device::create(&name("fio"), &args);
+    let dev = Device::create(&name(tag), &args);
     let stop = Arc::new(AtomicBool::new(false));
     let fio = fio_verify_loop(dev.path.clone(), stop.clone());
     let (mut kills, mut upgrades) = (0, 0);
