@@ -80,7 +80,9 @@ pub struct MountArgs {
     /// io_uring: how queue threads wait: off, spin=US, adaptive[=US]
     /// (spin up to US, 10 by default, only while recent waits were that
     /// short; with the adaptive thread policy a spinning thread is
-    /// SCHED_IDLE and gives way to any other work at once).
+    /// SCHED_IDLE and gives way to any other work at once). On a
+    /// supervised io_uring mount, adaptive means off: the supervisor's SQ
+    /// thread polls on the queue's CPU.
     #[arg(long, default_value = "adaptive", value_parser = parse_poll)]
     pub poll: fusebox::transport::uring::PollPolicy,
     /// io_uring: do not pin queue thread q to CPU q.
@@ -98,7 +100,8 @@ pub struct MountArgs {
     /// its CPU instead of waking a halted one; normal while they do wait
     /// and while the mount is idle; needs root or CAP_SYS_NICE, else
     /// normal); normal; or idle (always SCHED_IDLE: CPU-bound processes
-    /// then starve the daemon). See DESIGN.md.
+    /// then starve the daemon); adaptive is normal for the queue threads of
+    /// a supervised io_uring mount. See DESIGN.md.
     #[arg(long, default_value = "adaptive")]
     pub thread_policy: fusebox::session::ThreadPolicy,
     /// timingfs: latency profile (pmem, ssd, or NNus per 4 KiB).
