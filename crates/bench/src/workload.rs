@@ -1408,6 +1408,20 @@ fn recovery() -> Vec<Workload> {
             }
         }
     }
+    // The long version of the tests' replacements under load, for each
+    // recovery subject (both transports): one repetition of a minute.
+    w.push(Workload {
+        name: "recovery/replace-soak".into(),
+        group: "recovery",
+        description: "the server replaced every 2 s for 60 s (SIGKILL and fusebox upgrade in turn: 29 replacements) while files of 3 MB are copied in (at most 10 a second): files closed per second; every file read back and compared at the end, and any failed write or wrong file fails the run".into(),
+        target: Target::Recovery,
+        kind: Kind::ReplaceSoak {
+            duration: Duration::from_secs(60),
+            every: Duration::from_secs(2),
+            file_bytes: 3_000_000,
+        },
+        drop_caches: false,
+    });
     // The ledger's and the journal's cost on the fast path: a supervised
     // server records every lookup, open and release, and probes each
     // create and unlink once more.
