@@ -323,9 +323,19 @@ fn idle_thread_policy_reaches_every_serving_thread() {
 
 /// The default policy: serving threads are SCHED_IDLE while requests flow,
 /// and back to normal once the mount is quiet (a request arriving then is
-/// never left to SCHED_IDLE behind CPU-bound work).
+/// never left to SCHED_IDLE behind CPU-bound work). On rings the supervisor
+/// holds they stay normal: its SQ thread polls on their CPU.
 #[test]
 fn adaptive_thread_policy_idles_only_while_busy() {
+    adaptive_thread_policy_under_load(false);
+}
+
+#[test]
+fn adaptive_thread_policy_stays_normal_on_supervised_rings() {
+    adaptive_thread_policy_under_load(true);
+}
+
+fn adaptive_thread_policy_under_load(supervised: bool) {
     const SCHED_IDLE: u32 = 5;
     let _switch = URING_SWITCH.lock().unwrap_or_else(|p| p.into_inner());
     if std::fs::read_to_string(ENABLE_URING).map_or(true, |v| v.trim() != "Y") {
@@ -336,7 +346,7 @@ fn adaptive_thread_policy_idles_only_while_busy() {
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let m = mnt.to_str().unwrap();
-    let out = fusebox(&[
+    let mut args = vec![
         "mount",
         "memfs",
         m,
@@ -344,7 +354,11 @@ fn adaptive_thread_policy_idles_only_while_busy() {
         "uring",
         "-o",
         "attr_timeout=0",
-    ]);
+    ];
+    if !supervised {
+        args.push("--no-recovery");
+    }
+    let out = fusebox(&args);
     assert!(
         out.status.success(),
         "{}",
@@ -368,11 +382,32 @@ fn adaptive_thread_policy_idles_only_while_busy() {
     let load = {
         let (stop, f) = (stop.clone(), mnt.join("f"));
         std::thread::spawn(move || {
+            let mut stats = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::fs::metadata(&f).unwrap();
+                stats += 1;
             }
+            stats
         })
     };
+    if supervised {
+        // Long past the moment an unsupervised queue thread goes idle
+        // (the guard's first busy tick).
+        let until = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < until {
+            let policies = policies_of("fusebox-ur");
+            assert!(!policies.is_empty(), "{:?}", thread_policies(pid));
+            assert!(
+                policies.iter().all(|&p| p == 0),
+                "a queue thread of a supervised ring left SCHED_OTHER: {:?}",
+                thread_policies(pid)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(load.join().unwrap() > 1000, "the load made few requests");
+        return;
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !policies_of("fusebox-uring").contains(&SCHED_IDLE) {
         assert!(
