@@ -236,29 +236,35 @@ if [ -n "$DROPIN_LIB" ]; then
   [ $ll_ok = 1 ] || status=1
 fi
 # Direct mode (fusebox run --fs): the suite inside pjdfstest's own process,
-# next to the kernel path's stackfs row above. What it does not pass yet
-# is listed by name in tests/direct-known-failures.txt: a failure not
-# listed fails the run; a listed test that passes is reported, so the
-# list only shrinks.
-dir="$WORK/direct"
-mkdir -p "$dir/src"
+# next to the kernel path's row of the same filesystem. What it does not
+# pass yet is listed by name (LIST): a failure not listed fails the run; a
+# listed test that passes is reported, so the list only shrinks.
 bin_abs=$(realpath "$BIN")
-(cd "$dir" && timeout 600 "$bin_abs" run --fs "stackfs:$dir/src" --at "$dir/mnt" -- \
-  pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
-echo "stackfs-direct:  $(summary "$dir/pjd.log")  (kernel path, stackfs-classic: $(summary "$WORK/c1/pjd.log"))"
-known=$(grep -v '^#' tests/direct-known-failures.txt | sort -u)
-if ! grep -q '^Summary:' "$dir/pjd.log"; then
-  echo "stackfs-direct: pjdfstest did not finish:"; tail -20 "$dir/pjd.log"
-  status=1
-else
+direct_row() { # LABEL SPEC LIST KERNEL_ROW_DIR KERNEL_ROW_LABEL
+  local label=$1 spec=$2 list=$3 dir="$WORK/$1"
+  mkdir -p "$dir/src"
+  spec=${spec//@SRC@/$dir/src}
+  (cd "$dir" && timeout 600 "$bin_abs" run --fs "$spec" --at "$dir/mnt" -- \
+    pjdfstest -c "$OLDPWD/$CONF" -p mnt >pjd.log 2>&1) || true
+  echo "$label:  $(summary "$dir/pjd.log")  (kernel path, $5: $(summary "$WORK/$4/pjd.log"))"
+  local known new fixed
+  known=$(grep -v '^#' "$list" | sort -u)
+  if ! grep -q '^Summary:' "$dir/pjd.log"; then
+    echo "$label: pjdfstest did not finish:"; tail -20 "$dir/pjd.log"
+    status=1
+    return
+  fi
   new=$(comm -13 <(echo "$known") <(failed_names "$dir/pjd.log"))
   fixed=$(comm -23 <(echo "$known") <(failed_names "$dir/pjd.log"))
   if [ -n "$new" ]; then
-    echo "stackfs-direct: failures not in tests/direct-known-failures.txt:"; echo "$new"
+    echo "$label: failures not in $list:"; echo "$new"
     status=1
   fi
-  [ -z "$fixed" ] || { echo "stackfs-direct: now passing (remove from the list):"; echo "$fixed"; }
-fi
+  [ -z "$fixed" ] || { echo "$label: now passing (remove from the list):"; echo "$fixed"; }
+}
+direct_row stackfs-direct "stackfs:@SRC@" tests/direct-known-failures.txt c1 stackfs-classic
+# memfs's files live in the run's server.
+direct_row memfs-direct memfs tests/direct-memfs-known-failures.txt c3 memfs-classic
 # sftpfs over an OpenSSH server on loopback (`fusebox test-sshd`: throwaway
 # keys, logged in as root), once as it is and once with its server
 # replaced every ~0.3 s (SIGKILL and `fusebox upgrade` in turn). What SFTP

@@ -477,8 +477,8 @@ pub fn run(w: &Workload, dir: &Path) -> Result<Sample> {
         Kind::ReplaceSoak {
             duration,
             every,
-            file_bytes,
-        } => crate::soak::run(*duration, *every, *file_bytes, dir, &work),
+            load,
+        } => crate::soak::run(*duration, *every, *load, dir, &work),
         Kind::ReadSteps {
             reads, size, step, ..
         } => run_read_steps(&work.join("f0"), *reads, *size, *step),

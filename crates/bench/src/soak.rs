@@ -1,10 +1,13 @@
-//! The long version of the tests' "replace the server during writes":
-//! files are copied into a supervised mount in a loop while its server is
-//! killed (SIGKILL) and upgraded (`fusebox upgrade`) in turn, every few
-//! seconds, for a minute; then, once the mount says nothing is waiting to
-//! be stored, every file is read back and compared. A write that fails, a
-//! replacement that does not come back, or a file that is missing or
-//! wrong fails the run: the figure is files closed per second while the
+//! The long versions of the tests' "replace the server during writes": a
+//! supervised mount's server is killed (SIGKILL) and upgraded (`fusebox
+//! upgrade`) in turn, every few seconds, for a minute, while a load runs.
+//! - Copies: files are copied in a loop; once the mount says nothing is
+//!   waiting to be stored, every file is read back and compared.
+//! - fio verify: fio's write-then-verify runs one after another, each
+//!   block's crc32c checked.
+//!
+//! A request that fails, a replacement that does not come back, or a byte
+//! that is wrong fails the run: the figure is the load's rate while the
 //! server kept being replaced.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +20,7 @@ use anyhow::{bail, Context, Result};
 use fusebox::stats::Snapshot;
 
 use crate::engine::Sample;
+use crate::workload::SoakLoad;
 
 /// Different files, so a file put together from the wrong pieces, or
 /// under another's name, is told apart.
@@ -66,23 +70,83 @@ fn source(seed: u64, len: u64) -> Vec<u8> {
 pub fn run(
     duration: Duration,
     every: Duration,
-    file_bytes: u64,
+    load: SoakLoad,
     mnt: &Path,
     work: &Path,
 ) -> Result<Sample> {
     let fusebox = std::env::current_exe().context("locating the fusebox binary")?;
     std::fs::create_dir_all(work)?;
-    let sources: Arc<Vec<Vec<u8>>> =
-        Arc::new((0..SOURCES as u64).map(|i| source(i, file_bytes)).collect());
     let first = server_stats(&fusebox, mnt).context("reading the mount's stats")?;
     first
         .recovery
         .as_ref()
         .context("the mount is not supervised (no recovery)")?;
+    match load {
+        SoakLoad::Copies { file_bytes } => copies(&fusebox, duration, every, file_bytes, mnt, work),
+        SoakLoad::FioVerify => fio_verify(&fusebox, duration, every, mnt, work),
+    }
+}
+
+/// Replaces the server every `every` until `duration` has passed or
+/// `load` has ended (failed), then stops `load` and returns what it
+/// returned, or the first failed replacement.
+fn replacing_during<T: Send + 'static>(
+    fusebox: &Path,
+    mnt: &Path,
+    duration: Duration,
+    every: Duration,
+    load: impl FnOnce(Arc<AtomicBool>) -> Result<T> + Send + 'static,
+) -> Result<(T, u32, Duration)> {
     let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || load(stop))
+    };
+    let start = Instant::now();
+    let mut replacements = 0u32;
+    let mut failure = None;
+    loop {
+        // On a fixed schedule: a slow replacement does not stretch the
+        // next interval.
+        let due = start + every * (replacements + 1);
+        if due >= start + duration || worker.is_finished() {
+            break;
+        }
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        if let Err(e) = replace(fusebox, mnt, replacements.is_multiple_of(2)) {
+            failure = Some(e.context(format!("replacement {}", replacements + 1)));
+            break;
+        }
+        replacements += 1;
+    }
+    stop.store(true, Ordering::Release);
+    let elapsed = start.elapsed();
+    let done = worker
+        .join()
+        .map_err(|_| anyhow::anyhow!("the load's thread panicked"))??;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if replacements == 0 {
+        bail!("the server was never replaced");
+    }
+    Ok((done, replacements, elapsed))
+}
+
+/// Files copied in while the server is replaced, then read back.
+fn copies(
+    fusebox: &Path,
+    duration: Duration,
+    every: Duration,
+    file_bytes: u64,
+    mnt: &Path,
+    work: &Path,
+) -> Result<Sample> {
+    let sources: Arc<Vec<Vec<u8>>> =
+        Arc::new((0..SOURCES as u64).map(|i| source(i, file_bytes)).collect());
     let writer = {
-        let (stop, work, sources) = (stop.clone(), work.to_path_buf(), sources.clone());
-        std::thread::spawn(move || -> Result<Vec<(PathBuf, usize)>> {
+        let (work, sources) = (work.to_path_buf(), sources.clone());
+        move |stop: Arc<AtomicBool>| -> Result<Vec<(PathBuf, usize)>> {
             let mut written = Vec::new();
             let mut round = 0;
             let began = Instant::now();
@@ -99,37 +163,10 @@ pub fn run(
                 }
             }
             Ok(written)
-        })
+        }
     };
-    let start = Instant::now();
-    let mut replacements = 0u32;
-    let mut failure = None;
-    loop {
-        // On a fixed schedule: a slow replacement does not stretch the
-        // next interval.
-        let due = start + every * (replacements + 1);
-        if due >= start + duration || writer.is_finished() {
-            break;
-        }
-        std::thread::sleep(due.saturating_duration_since(Instant::now()));
-        if let Err(e) = replace(&fusebox, mnt, replacements.is_multiple_of(2)) {
-            failure = Some(e.context(format!("replacement {}", replacements + 1)));
-            break;
-        }
-        replacements += 1;
-    }
-    stop.store(true, Ordering::Release);
-    let elapsed = start.elapsed();
-    let written = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("the writer thread panicked"))??;
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if replacements == 0 {
-        bail!("the server was never replaced");
-    }
-    wait_until_stored(&fusebox, mnt)?;
+    let (written, replacements, elapsed) = replacing_during(fusebox, mnt, duration, every, writer)?;
+    wait_until_stored(fusebox, mnt)?;
     // Read back from the store, not from the kernel's copy of the pages
     // just written (where the caches can be dropped: root).
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
@@ -158,6 +195,77 @@ pub fn run(
         workload_cpu_s: 0.0,
         ops: Some(written.len() as f64),
     })
+}
+
+/// fio's write-then-verify runs, one after another, while the server is
+/// replaced: every run must end with no I/O error and every block's
+/// crc32c as written.
+fn fio_verify(
+    fusebox: &Path,
+    duration: Duration,
+    every: Duration,
+    mnt: &Path,
+    work: &Path,
+) -> Result<Sample> {
+    let work = work.to_path_buf();
+    let runs = move |stop: Arc<AtomicBool>| -> Result<(u64, u32)> {
+        let (mut writes, mut runs) = (0u64, 0u32);
+        while !stop.load(Ordering::Acquire) {
+            writes += fio_verify_once(&work).with_context(|| {
+                format!("fio run {} (after {writes} verified writes)", runs + 1)
+            })?;
+            runs += 1;
+        }
+        Ok((writes, runs))
+    };
+    let ((writes, runs), replacements, _) = replacing_during(fusebox, mnt, duration, every, runs)?;
+    tracing::info!(
+        "soak: {runs} fio runs, {writes} 4 KiB writes verified, {replacements} replacements"
+    );
+    // The last run ends after the replacements stop: the rate counts it
+    // whole, over the whole time.
+    Ok(Sample {
+        value: writes as f64 / duration.as_secs_f64().max(1.0),
+        workload_cpu_s: 0.0,
+        ops: Some(writes as f64),
+    })
+}
+
+/// One fio run of random 4 KiB writes by 4 jobs with every block read back
+/// and its crc32c checked; returns the writes it verified.
+fn fio_verify_once(dir: &Path) -> Result<u64> {
+    let out = Command::new("fio")
+        .args([
+            "--name=verify",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--size=16M",
+            "--numjobs=4",
+            "--ioengine=psync",
+            "--verify=crc32c",
+            // No verify-state files left in the working directory.
+            "--verify_state_save=0",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            "--group_reporting",
+            "--output-format=json",
+        ])
+        .arg(format!("--directory={}", dir.display()))
+        .output()
+        .context("running fio (install it with: apt-get install fio)")?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let job = &v["jobs"][0];
+    let error = job["error"].as_i64().unwrap_or(-1);
+    if !out.status.success() || error != 0 {
+        bail!(
+            "fio failed (error {error}): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let writes = job["write"]["total_ios"]
+        .as_u64()
+        .context("fio reported no writes")?;
+    Ok(writes)
 }
 
 /// Kills the server (`kill`) or upgrades it, and waits for the next.

@@ -264,16 +264,26 @@ pub enum Kind {
         probe: Probe,
         inodes: u32,
     },
-    /// Files of `file_bytes` copied in a loop while the server is replaced
-    /// every `every` (SIGKILL and `fusebox upgrade` in turn) for
-    /// `duration`; every file read back once nothing waits to be stored
-    /// (`soak`): files closed per second, and any failed write or wrong
-    /// file fails the run.
+    /// `load` kept up while the server is replaced every `every` (SIGKILL
+    /// and `fusebox upgrade` in turn) for `duration` (`soak`); any failed
+    /// request or wrong byte fails the run.
     ReplaceSoak {
         duration: Duration,
         every: Duration,
-        file_bytes: u64,
+        load: SoakLoad,
     },
+}
+
+/// What a replacement soak keeps doing while the server is replaced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SoakLoad {
+    /// Files of `file_bytes` copied in, each read back and compared once
+    /// nothing waits to be stored: files closed per second.
+    Copies { file_bytes: u64 },
+    /// fio runs one after another, each 4 jobs of random 4 KiB writes
+    /// then every block read back with its crc32c checked: 4 KiB writes
+    /// verified per second.
+    FioVerify,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1151,7 +1161,9 @@ fn objfs() -> Vec<Workload> {
         Kind::ReplaceSoak {
             duration: Duration::from_secs(60),
             every: Duration::from_secs(2),
-            file_bytes: 3_000_000,
+            load: SoakLoad::Copies {
+                file_bytes: 3_000_000,
+            },
         },
         false,
     );
@@ -1418,7 +1430,22 @@ fn recovery() -> Vec<Workload> {
         kind: Kind::ReplaceSoak {
             duration: Duration::from_secs(60),
             every: Duration::from_secs(2),
-            file_bytes: 3_000_000,
+            load: SoakLoad::Copies {
+                file_bytes: 3_000_000,
+            },
+        },
+        drop_caches: false,
+    });
+    // The long version of the tests' fio verify through replacements.
+    w.push(Workload {
+        name: "recovery/replace-fio-verify".into(),
+        group: "recovery",
+        description: "the server replaced every 2 s for 60 s (SIGKILL and fusebox upgrade in turn) while fio runs one after another: 4 jobs of random 4 KiB writes to 16 MiB files, then every block read back with its crc32c checked (verify_fatal): 4 KiB writes verified per second; any I/O error or verify failure fails the run".into(),
+        target: Target::Recovery,
+        kind: Kind::ReplaceSoak {
+            duration: Duration::from_secs(60),
+            every: Duration::from_secs(2),
+            load: SoakLoad::FioVerify,
         },
         drop_caches: false,
     });

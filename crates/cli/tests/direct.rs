@@ -1112,3 +1112,138 @@ PY
     let want = script_natively(script, native.to_str().unwrap());
     same_as_natively(s.path(), &["stackfs", "memfs"], script, &want);
 }
+
+/// stackfs reaches the files behind its O_PATH descriptors through /proc
+/// (to reopen them, chmod and utime them). A directory of /proc/self/fd
+/// opened before a fork names the parent: a forked child that sets times
+/// and modes by relative names must act on its own descriptors (it got
+/// ENOENT from every utimensat while it went through its parent's).
+#[test]
+fn forked_children_set_times_and_modes_by_relative_names() {
+    let s = scratch("direct-fork-names");
+    let script = r#"
+python3 - "$1" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d + "/w", exist_ok=True)
+with open(d + "/w/old", "w") as f:
+    f.write("parent\n")
+def work(tag):
+    os.chdir(d + "/w")
+    with open("new-" + tag, "w") as f:
+        f.write(tag + "\n")
+    for name in ("new-" + tag, "old"):
+        os.utime(name, (1000000 + len(tag), 2000000 + len(tag)))
+        os.chmod(name, 0o640 if tag == "child" else 0o604)
+        with open(name, "a") as f:
+            f.write("more from " + tag + "\n")
+    os.truncate("new-" + tag, 3)
+    # Last, so no time of the run's own is printed.
+    os.utime("new-" + tag, (3000000, 4000000 + len(tag)))
+    os.utime("old", (5000000, 6000000 + len(tag)))
+pid = os.fork()
+if pid == 0:
+    try:
+        work("child")
+        grandchild = os.fork()
+        if grandchild == 0:
+            work("grandchild")
+            os._exit(0)
+        _, status = os.waitpid(grandchild, 0)
+        os._exit(status >> 8)
+    except Exception as e:
+        print("child:", e)
+        os._exit(1)
+_, status = os.waitpid(pid, 0)
+print("child exited", status >> 8)
+os.chdir(d + "/w")
+for name in sorted(os.listdir(".")):
+    st = os.stat(name)
+    print(name, oct(st.st_mode & 0o7777), st.st_size, int(st.st_mtime), open(name).read().splitlines())
+PY
+"#;
+    let native = s.path().join("native");
+    let want = script_natively(script, native.to_str().unwrap());
+    assert!(
+        String::from_utf8_lossy(&want.stdout).contains("child exited 0"),
+        "{}",
+        text(&want)
+    );
+    same_as_natively(s.path(), &["stackfs", "memfs"], script, &want);
+}
+
+/// Unix sockets bound at paths in the mount: a server and its clients
+/// (another process, by relative and absolute names, after a rename),
+/// datagrams sent to a path, the addresses the kernel reports and the
+/// errors of binding over a name and connecting to what is no socket.
+#[test]
+fn unix_sockets_bind_and_connect_at_paths_in_the_mount() {
+    let s = scratch("direct-unix-sockets");
+    let script = r#"
+python3 - "$1" <<'PY'
+import os, socket, stat, sys
+d = sys.argv[1]
+os.makedirs(d + "/s", exist_ok=True)
+os.chdir(d + "/s")
+os.umask(0o022)
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind("srv")
+srv.listen(4)
+print("bound", srv.getsockname())
+st = os.lstat("srv")
+print("node", stat.S_ISSOCK(st.st_mode), oct(st.st_mode & 0o7777))
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    # What the child sees goes to the parent, which prints it: one order.
+    for name in ("srv", d + "/s/srv"):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(name)
+        c.sendall(b"peer " + repr(c.getpeername()).encode() + b" via " + name.encode()[-5:])
+        c.close()
+    os._exit(0)
+for _ in range(2):
+    conn, addr = srv.accept()
+    print("accepted", repr(addr), conn.recv(100))
+    conn.close()
+os.waitpid(pid, 0)
+os.rename("srv", "moved")
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect("moved")
+conn, _ = srv.accept()
+c.sendall(b"after rename")
+print("renamed", conn.recv(100))
+for what, name in (("again", "moved"), ("over a file", "file")):
+    open("file", "w").close()
+    x = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        x.bind(name)
+        print(what, "bound")
+    except OSError as e:
+        print(what, e.errno)
+for name in ("file", "missing"):
+    x = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        x.connect(name)
+    except OSError as e:
+        print("connect", name, e.errno)
+dg = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+dg.bind("dgram")
+tx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+tx.bind("sender")
+tx.sendto(b"datagram", "dgram")
+print("datagram", dg.recvfrom(100))
+srv.close()
+x = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    x.connect("moved")
+except OSError as e:
+    print("closed listener", e.errno)
+os.unlink("moved")
+print(sorted(os.listdir(".")))
+PY
+"#;
+    let native = s.path().join("native");
+    let want = script_natively(script, native.to_str().unwrap());
+    same_as_natively(s.path(), &["stackfs", "memfs"], script, &want);
+}

@@ -21,6 +21,7 @@ mod rewrite;
 mod route;
 pub mod shared;
 mod sud;
+mod unix_sockets;
 pub mod vfs;
 
 pub use cache::MetaCache;

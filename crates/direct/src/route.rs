@@ -89,6 +89,13 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
         }
         c
     });
+    let mut identity = mount.at().to_vec();
+    if let Some(spec) = std::env::var_os("FUSEBOX_DIRECT_FS") {
+        use std::os::unix::ffi::OsStrExt;
+        identity.push(0);
+        identity.extend_from_slice(spec.as_bytes());
+    }
+    crate::unix_sockets::set_identity(identity);
     let _ = EXEC_ENV.set(carried);
     if MOUNT.set(mount).is_err() {
         return Err(InterceptError::AlreadyInstalled);
@@ -274,9 +281,35 @@ fn two_paths(
                 let flags = if follow { AT_SYMLINK_FOLLOW } else { 0 };
                 Action::Return(raw_syscall(SYS_linkat, [d1, p1, d2, p2, flags as u64, 0]))
             }
-            _ => answer(Err(EXDEV)),
+            _ => {
+                // The kernel copies both paths in before it compares
+                // mounts: a path it cannot copy fails first.
+                for side in [&a, &b] {
+                    if let Side::Outside(_, OutsidePath::Program(addr)) = side {
+                        if let Some(e) = uncopyable_path(*addr) {
+                            return answer(Err(e));
+                        }
+                    }
+                }
+                answer(Err(EXDEV))
+            }
         },
     }
+}
+
+/// What the kernel's copy of the path at `addr` would fail with
+/// (getname: EFAULT, or ENAMETOOLONG without a NUL in PATH_MAX bytes).
+fn uncopyable_path(addr: u64) -> Option<i32> {
+    let mut path = appmem::CPath::new();
+    if appmem::read_c_str(addr, &mut path) {
+        return None;
+    }
+    let readable = addr != 0 && appmem::bytes(addr, libc::PATH_MAX as usize).is_ok();
+    Some(if readable {
+        libc::ENAMETOOLONG
+    } else {
+        libc::EFAULT
+    })
 }
 
 /// How many times `hook` and `two_paths` follow a walk out of the mount
@@ -692,7 +725,11 @@ fn route(call: &Syscall) -> Action {
         // They may carry descriptors (SCM_RIGHTS) to another process.
         SYS_sendmsg | SYS_sendmmsg => {
             crate::intercept::descriptors_shared();
-            Action::Pass
+            match call.nr {
+                // To a peer named by a path in the mount.
+                SYS_sendmsg => answer_or_pass(crate::unix_sockets::sendmsg(m, a)),
+                _ => Action::Pass,
+            }
         }
         SYS_fcntl => match (m.file(fd_arg(a[0])), a[1] as i32) {
             (Some(_), F_DUPFD | F_DUPFD_CLOEXEC) => duplicate(m, call, fd_arg(a[0]), None),
@@ -934,8 +971,26 @@ fn route(call: &Syscall) -> Action {
             (Some(_), _) => answer(Err(ENOTTY)),
             (None, _) => Action::Pass,
         },
+        // Unix sockets at paths in the mount (see `unix_sockets`).
+        SYS_bind => answer_or_pass(crate::unix_sockets::bind(m, fd_arg(a[0]), a[1], a[2])),
+        SYS_connect => answer_or_pass(crate::unix_sockets::connect(m, fd_arg(a[0]), a[1], a[2])),
+        SYS_sendto if a[4] != 0 => answer_or_pass(crate::unix_sockets::sendto(m, a)),
+        SYS_getsockname | SYS_getpeername | SYS_accept | SYS_accept4 => {
+            Action::Return(crate::unix_sockets::returning_address(a[1], a[2], || {
+                raw_syscall(call.nr, a)
+            }))
+        }
+        SYS_recvfrom if a[4] != 0 => {
+            Action::Return(crate::unix_sockets::returning_address(a[4], a[5], || {
+                raw_syscall(call.nr, a)
+            }))
+        }
         _ => Action::Pass,
     }
+}
+
+fn answer_or_pass(r: Option<SysResult>) -> Action {
+    r.map_or(Action::Pass, answer)
 }
 
 /// fchmodat2(2) (Linux 6.6), not in every libc's list yet.

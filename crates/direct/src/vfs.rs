@@ -595,6 +595,11 @@ impl VirtualMount {
         }
     }
 
+    /// Where the mount is (its path in the kernel's tree).
+    pub(crate) fn at(&self) -> &[u8] {
+        &self.at
+    }
+
     /// Keep attributes by path in `cache` (see `cache.rs`).
     pub fn set_metadata_cache(&self, cache: MetaCache) {
         let _ = self.dentries.set(cache.dentries(self.fs.clone()));
@@ -1427,7 +1432,16 @@ impl VirtualMount {
                 if attr.mode & libc::S_IFMT == libc::S_IFLNK && flags & libc::O_PATH == 0 {
                     return Err(libc::ELOOP);
                 }
-                if is_dir && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                // A socket is reached by connect, not open (the kernel's
+                // no_open).
+                if attr.mode & libc::S_IFMT == libc::S_IFSOCK && flags & libc::O_PATH == 0 {
+                    return Err(libc::ENXIO);
+                }
+                // O_TRUNC asks for write access too (the kernel's
+                // build_open_flags); O_PATH asks for none.
+                let writes =
+                    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+                if is_dir && writes && flags & libc::O_PATH == 0 {
                     return Err(libc::EISDIR);
                 }
                 if flags & libc::O_PATH != 0 || is_dir {

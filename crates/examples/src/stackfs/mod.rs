@@ -12,6 +12,7 @@
 
 pub(crate) mod dir;
 mod nodes;
+mod proc_fd;
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
@@ -33,6 +34,7 @@ use crate::sys;
 use dir::DirState;
 use nodes::NodeTable;
 pub use nodes::Reopen;
+use proc_fd::ProcFds;
 
 /// Hasher of the node and handle maps. Every request hashes node ids
 /// several times; SipHash's resistance to chosen keys buys nothing for ids
@@ -142,7 +144,7 @@ pub struct StackFs {
     nodes: NodeTable,
     handles: FastMap<u64, Arc<Handle>>,
     next_handle: AtomicU64,
-    proc_self_fd: OwnedFd,
+    proc_fds: ProcFds,
     opts: StackOptions,
     timeouts: Timeouts,
     notifier: OnceLock<Notifier>,
@@ -158,10 +160,6 @@ fn stat_fd(fd: impl AsFd) -> FsResult<rustix::fs::Stat> {
 
 /// `/proc/self/fd/N` names of O_PATH fds: to reopen a node with a real
 /// access mode, or reach it with path-only syscalls.
-fn proc_name(fd: &OwnedFd) -> CString {
-    CString::new(rustix::path::DecInt::from_fd(fd).as_bytes()).expect("digits contain no NUL")
-}
-
 impl StackFs {
     /// ENOSYS makes the kernel stop sending xattr requests (`-o noxattr`).
     fn no_xattr(&self) -> FsResult<()> {
@@ -180,11 +178,7 @@ impl StackFs {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        let proc_self_fd = rustix::fs::open(
-            "/proc/self/fd",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let proc_fds = ProcFds::open()?;
         // Fail early and clearly where file handles cannot work.
         sys::name_to_handle_at(root.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(|e| {
             std::io::Error::new(
@@ -202,7 +196,6 @@ impl StackFs {
         )?;
         rustix::process::umask(Mode::empty());
         let (root, root_mount) = (keep(root), keep(root_mount));
-        let proc_self_fd = keep(proc_self_fd);
         let timeouts = opts.fs.timeouts_or(if opts.exclusive {
             Timeouts::DAY
         } else {
@@ -213,7 +206,7 @@ impl StackFs {
             nodes: NodeTable::new(root, root_mount, opts.fd_cache, opts.reopen),
             handles: FastMap::default(),
             next_handle: AtomicU64::new(1),
-            proc_self_fd,
+            proc_fds,
             opts,
             notifier: OnceLock::new(),
             passthrough: AtomicBool::new(false),
@@ -363,9 +356,9 @@ impl StackFs {
             return;
         }
         let path = OFlags::PATH | OFlags::CLOEXEC;
-        if let Ok(fd) =
-            rustix::fs::openat(&self.proc_self_fd, proc_name(&file), path, Mode::empty())
-        {
+        if let Ok(fd) = self.proc_fds.at(file.as_fd(), |dir, name| {
+            rustix::fs::openat(dir, name, path, Mode::empty())
+        }) {
             self.nodes.keep_fd(node, Arc::new(fd));
         }
     }
@@ -420,13 +413,16 @@ impl StackFs {
         let st = rustix::fs::fstat(fd).map_err(errno)?;
         let handle = sys::name_to_handle_at(fd.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(errno)?;
         let node = self.nodes.register(handle, &st, seen, || {
-            rustix::fs::openat(
-                &self.proc_self_fd,
-                proc_name(fd),
-                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
-                Mode::empty(),
-            )
-            .map_err(errno)
+            self.proc_fds
+                .at(fd.as_fd(), |dir, name| {
+                    rustix::fs::openat(
+                        dir,
+                        name,
+                        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                        Mode::empty(),
+                    )
+                })
+                .map_err(errno)
         })?;
         Ok((node, st))
     }
@@ -473,14 +469,13 @@ impl StackFs {
     /// O_PATH fd would take two and a cache slot).
     fn reopen(&self, node: NodeId, flags: OFlags) -> FsResult<OwnedFd> {
         match self.nodes.held_fd(node)? {
-            Some(fd) => rustix::fs::openat(
-                &self.proc_self_fd,
-                proc_name(&fd),
-                flags | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map(keep)
-            .map_err(errno),
+            Some(fd) => self
+                .proc_fds
+                .at(fd.as_fd(), |dir, name| {
+                    rustix::fs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty())
+                })
+                .map(keep)
+                .map_err(errno),
             None => self
                 .nodes
                 .open_by_handle(node, (flags | OFlags::CLOEXEC).bits() as i32),
@@ -500,9 +495,7 @@ impl StackFs {
         // `fd` stays alive for the call, so the /proc path stays valid even
         // if the cache evicts the node meanwhile.
         let fd = self.nodes.fd(node)?;
-        let mut p = b"/proc/self/fd/".to_vec();
-        p.extend_from_slice(proc_name(&fd).as_bytes());
-        f(&CString::new(p).expect("no NUL"))
+        f(&ProcFds::path(fd.as_fd()))
     }
 }
 
@@ -559,12 +552,13 @@ impl Filesystem for StackFs {
         let pfd = self.nodes.fd(node)?;
         let open = a.fh.and_then(|fh| self.file(fh).ok());
         let open_fd = open.as_deref().and_then(|h| Self::file_fd(h).ok());
-        let pname = proc_name(&pfd);
         if let Some(mode) = a.mode {
             let m = Mode::from_raw_mode(mode & 0o7777);
             match open_fd {
                 Some(fd) => rustix::fs::fchmod(fd, m),
-                None => rustix::fs::chmodat(&self.proc_self_fd, &pname, m, AtFlags::empty()),
+                None => self.proc_fds.at(pfd.as_fd(), |dir, name| {
+                    rustix::fs::chmodat(dir, name, m, AtFlags::empty())
+                }),
             }
             .map_err(errno)?;
         }
@@ -593,7 +587,9 @@ impl Filesystem for StackFs {
         if let Some(ts) = timestamps(a) {
             match open_fd {
                 Some(fd) => rustix::fs::futimens(fd, &ts),
-                None => rustix::fs::utimensat(&self.proc_self_fd, &pname, &ts, AtFlags::empty()),
+                None => self.proc_fds.at(pfd.as_fd(), |dir, name| {
+                    rustix::fs::utimensat(dir, name, &ts, AtFlags::empty())
+                }),
             }
             .map_err(errno)?;
         }

@@ -26,6 +26,7 @@ use fusebox::recovery::KeyChanges;
 use fusebox::{Errno, FsResult, NodeId};
 use rustix::fs::{Mode, OFlags};
 
+use super::proc_fd::ProcFds;
 use super::{FastMap, Hasher};
 use crate::sys::{self, KernelHandle};
 
@@ -152,8 +153,8 @@ pub struct NodeTable {
     /// Any fd on each device, for open_by_handle_at's mount argument.
     mount_fds: FastMap<u64, Arc<OwnedFd>>,
     by_path: bool,
-    /// /proc/self/fd, to open an O_PATH fd found by path with real flags.
-    proc_self_fd: Option<OwnedFd>,
+    /// To open an O_PATH fd found by path with real flags.
+    proc_fds: Option<ProcFds>,
     /// The recovery ledger's, told when a node's place (its key) moves.
     key_changes: OnceLock<KeyChanges>,
 }
@@ -171,17 +172,7 @@ impl NodeTable {
         if by_path {
             tracing::debug!("stackfs reopens nodes by path (open_by_handle_at not permitted)");
         }
-        let proc_self_fd = by_path
-            .then(|| {
-                rustix::fs::open(
-                    "/proc/self/fd",
-                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .ok()
-            })
-            .flatten()
-            .map(fusebox::descriptors::keep);
+        let proc_fds = by_path.then(|| ProcFds::open().ok()).flatten();
         let root = Arc::new(root);
         let mount_fds = FastMap::default();
         if let Ok(st) = rustix::fs::fstat(&root_mount) {
@@ -210,7 +201,7 @@ impl NodeTable {
             handle_opens: AtomicU64::new(0),
             mount_fds,
             by_path,
-            proc_self_fd,
+            proc_fds,
             key_changes: OnceLock::new(),
         }
     }
@@ -400,10 +391,12 @@ impl NodeTable {
             // Through the node's O_PATH fd, which the cache may keep: the
             // walk found it is not repeated for the node's next request.
             let fd = self.fd(NodeId(n.id))?;
-            let proc = self.proc_self_fd.as_ref().ok_or(Errno(libc::ESTALE))?;
-            let name = rustix::path::DecInt::from_fd(&fd);
+            let proc = self.proc_fds.as_ref().ok_or(Errno(libc::ESTALE))?;
             let flags = OFlags::from_bits_retain(flags as _) | OFlags::CLOEXEC;
-            return rustix::fs::openat(proc, name.as_c_str(), flags, Mode::empty())
+            return proc
+                .at(fd.as_fd(), |dir, name| {
+                    rustix::fs::openat(dir, name, flags, Mode::empty())
+                })
                 .map(fusebox::descriptors::keep)
                 .map_err(Errno::from);
         }
