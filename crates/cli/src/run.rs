@@ -263,6 +263,7 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     cmd.env("LD_PRELOAD", value)
         .env("FUSEBOX_DIRECT_FS", &spec)
         .env("FUSEBOX_DIRECT_AT", &at)
+        .env(fusebox_direct::RUN_VAR, run_id())
         .env_remove("FUSEBOX_DIRECT_CWD");
     // A variable left from an outer run would name a page this run
     // does not share.
@@ -312,6 +313,15 @@ fn run_direct(args: &RunArgs, spec: &str, at: &Path) -> Result<()> {
     }
     let err = cmd.exec();
     Err(err).with_context(|| format!("running {program}"))
+}
+
+/// What tells this run from any other, for every process of it: this
+/// process's id (the program's, after the exec) and the time it started.
+fn run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}-{}", std::process::id(), now.as_nanos())
 }
 
 /// The options the run's server gets: `-o`'s, and with `--page-cache 0`

@@ -206,6 +206,14 @@ pub fn arm_current_thread() -> Result<(), InterceptError> {
     sud::arm_current_thread()
 }
 
+/// Make a call of the program's from inside the hook as a passed-on call
+/// is made: a signal whose handler runs while it blocks (an accept) is
+/// hooked as usual, and a handler that jumps out leaves the thread armed.
+/// The hook then goes on with what it returned.
+pub(crate) fn call_as_program(nr: i64, args: [u64; 6]) -> i64 {
+    sud::call_as_program(nr, args)
+}
+
 /// Make a system call the hook will not see (for the hook's own I/O).
 pub fn raw_syscall(nr: i64, args: [u64; 6]) -> i64 {
     sud::raw_syscall(nr, args)

@@ -28,4 +28,5 @@ pub use cache::MetaCache;
 pub use intercept::{Action, InterceptError, Mechanism, Syscall};
 pub use kept::keep_descriptors;
 pub use route::{cache_stats, fs_counters, serve, CWD_VAR, STATS_VAR};
+pub use unix_sockets::RUN_VAR;
 pub use vfs::VirtualMount;

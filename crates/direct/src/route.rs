@@ -30,8 +30,9 @@ type EnvVar = (Vec<u8>, Vec<u8>);
 /// from a served one (even if it clears its environment).
 const CARRIED: [&str; 3] = ["FUSEBOX_DIRECT_FS", "FUSEBOX_DIRECT_AT", "LD_PRELOAD"];
 /// Carried too when set.
-const CARRIED_IF_SET: [&str; 6] = [
+const CARRIED_IF_SET: [&str; 7] = [
     intercept::MECHANISM_VAR,
+    crate::unix_sockets::RUN_VAR,
     crate::shared::DOOR_VAR,
     crate::cache::SHARED_VAR,
     crate::cache::SIZE_VAR,
@@ -89,11 +90,16 @@ pub fn serve(mount: VirtualMount) -> Result<(), InterceptError> {
         }
         c
     });
+    // One run is one mount: its sockets are its own (a program serving
+    // a mount to itself, with no run, names it by its process).
     let mut identity = mount.at().to_vec();
-    if let Some(spec) = std::env::var_os("FUSEBOX_DIRECT_FS") {
-        use std::os::unix::ffi::OsStrExt;
-        identity.push(0);
-        identity.extend_from_slice(spec.as_bytes());
+    identity.push(0);
+    match std::env::var_os(crate::unix_sockets::RUN_VAR) {
+        Some(run) => {
+            use std::os::unix::ffi::OsStrExt;
+            identity.extend_from_slice(run.as_bytes());
+        }
+        None => identity.extend_from_slice(std::process::id().to_string().as_bytes()),
     }
     crate::unix_sockets::set_identity(identity);
     let _ = EXEC_ENV.set(carried);
@@ -976,14 +982,25 @@ fn route(call: &Syscall) -> Action {
         SYS_connect => answer_or_pass(crate::unix_sockets::connect(m, fd_arg(a[0]), a[1], a[2])),
         SYS_sendto if a[4] != 0 => answer_or_pass(crate::unix_sockets::sendto(m, a)),
         SYS_getsockname | SYS_getpeername | SYS_accept | SYS_accept4 => {
-            Action::Return(crate::unix_sockets::returning_address(a[1], a[2], || {
-                raw_syscall(call.nr, a)
-            }))
+            let accepts = matches!(call.nr, SYS_accept | SYS_accept4);
+            match crate::unix_sockets::returning_address(a[1], a[2], accepts, |addr, len| {
+                let mut args = a;
+                (args[1], args[2]) = (addr, len);
+                intercept::call_as_program(call.nr, args)
+            }) {
+                Some(r) => Action::Return(r),
+                None => Action::Pass,
+            }
         }
         SYS_recvfrom if a[4] != 0 => {
-            Action::Return(crate::unix_sockets::returning_address(a[4], a[5], || {
-                raw_syscall(call.nr, a)
-            }))
+            match crate::unix_sockets::returning_address(a[4], a[5], false, |addr, len| {
+                let mut args = a;
+                (args[4], args[5]) = (addr, len);
+                intercept::call_as_program(call.nr, args)
+            }) {
+                Some(r) => Action::Return(r),
+                None => Action::Pass,
+            }
         }
         _ => Action::Pass,
     }

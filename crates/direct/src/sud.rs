@@ -459,6 +459,14 @@ fn pass_on(nr: i64, a: [u64; 6]) -> i64 {
     raw_syscall(nr, a)
 }
 
+/// `pass_on`, from inside the hook, which goes on afterwards: its own
+/// calls must not be dispatched again.
+pub(crate) fn call_as_program(nr: i64, a: [u64; 6]) -> i64 {
+    let ret = pass_on(nr, a);
+    set_selector(SELECTOR_ALLOW);
+    ret
+}
+
 /// A signal set the application passed, less SIGSYS (blocking it while a
 /// call is dispatched kills the process), at a place of our own.
 fn without_sigsys(addr: u64, copy: &mut u64) -> u64 {

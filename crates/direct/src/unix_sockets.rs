@@ -7,7 +7,7 @@
 //! mount (mknod S_IFSOCK, mode 0777 less the umask, EADDRINUSE where the
 //! name exists), then binds the real socket at a path of the kernel's
 //! named by that node's inode number, in a directory of the user's runtime
-//! directory kept for this filesystem at this place. `connect` (and
+//! directory kept for this run (one run is one mount). `connect` (and
 //! `sendto`/`sendmsg` to a named peer) to a path in the mount looks the
 //! node up as the kernel would (ENOENT, ECONNREFUSED for a node that is
 //! not a socket or has no listener, EACCES without write permission) and
@@ -31,14 +31,18 @@ use crate::vfs::{Place, SysResult, VirtualMount};
 const SUN_PATH: usize = 108;
 const SOCKADDR_UN: usize = 2 + SUN_PATH;
 
-/// This filesystem's socket directory (its path; made by the first bind).
+/// What tells one run from another (`fusebox run` sets it; every process
+/// of the run carries it).
+pub const RUN_VAR: &str = "FUSEBOX_DIRECT_RUN";
+
+/// This run's socket directory (its path; made by the first bind).
 static DIR: OnceLock<Option<Vec<u8>>> = OnceLock::new();
-/// What names this filesystem at this place (set by `serve`).
+/// What names this mount (set by `serve`).
 static IDENTITY: OnceLock<Vec<u8>> = OnceLock::new();
 
-/// Name this mount's socket directory by `identity`: the place and the
-/// filesystem's specification (two runs of the same source at the same
-/// place reach each other's sockets, as two processes of one mount do).
+/// Name this mount's socket directory by `identity`: its place and its
+/// run (two runs are two mounts, whose inode numbers mean different
+/// nodes, as two kernel mounts' sockets are not each other's).
 pub(crate) fn set_identity(identity: Vec<u8>) {
     let _ = IDENTITY.set(identity);
 }
@@ -96,6 +100,10 @@ fn unix_path(addr: u64, len: u64) -> Result<Option<Vec<u8>>, i32> {
     if u16::from_ne_bytes([raw[0], raw[1]]) != libc::AF_UNIX as u16 || raw[2] == 0 {
         return Ok(None);
     }
+    // The kernel's unix_validate_addr.
+    if len as usize > SOCKADDR_UN {
+        return Err(libc::EINVAL);
+    }
     let path = &raw[2..];
     let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
     Ok(Some(path[..end].to_vec()))
@@ -130,19 +138,55 @@ fn place(m: &VirtualMount, addr: u64, len: u64) -> Result<Option<InMount>, i32> 
     })
 }
 
-/// bind(2) to a path in the mount; None where the call is the kernel's.
-pub(crate) fn bind(m: &VirtualMount, fd: i32, addr: u64, len: u64) -> Option<SysResult> {
-    let at = match place(m, addr, len) {
-        Ok(p) => p?,
-        Err(e) => return Some(Err(e)),
-    };
-    Some(bind_inside(m, fd, &at.given, &at.path))
+/// How many times a walk may leave the mount and come back in (the
+/// kernel's limit on links in a walk).
+const MAX_ESCAPES: usize = 40;
+
+/// `op` on `path`, followed out of the mount and back in while it
+/// answers EXDEV (the walk left the mount).
+fn settled<T>(
+    m: &VirtualMount,
+    mut path: Vec<u8>,
+    mut op: impl FnMut(&[u8]) -> Result<T, i32>,
+) -> Result<Result<T, Vec<u8>>, i32> {
+    for _ in 0..MAX_ESCAPES {
+        match op(&path) {
+            Err(libc::EXDEV) => {
+                let out = crate::vfs::take_escaped().ok_or(libc::EXDEV)?;
+                match m.place(libc::AT_FDCWD, &out) {
+                    Place::Inside(p) => path = p,
+                    Place::Outside => return Ok(Err(out)),
+                }
+            }
+            r => return r.map(Ok),
+        }
+    }
+    Err(libc::ELOOP)
 }
 
-fn bind_inside(m: &VirtualMount, fd: i32, given: &[u8], path: &[u8]) -> SysResult {
-    // The kernel's order (net/unix/af_unix.c): a socket already bound is
-    // EINVAL before any node is made; a descriptor that is no unix socket
-    // fails as it would.
+/// The socket type of `fd` (SO_TYPE), or the kernel's error.
+fn socket_type(fd: i32) -> Result<i32, i32> {
+    let mut ty: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as u32;
+    let r = raw_syscall(
+        libc::SYS_getsockopt,
+        [
+            fd as u64,
+            libc::SOL_SOCKET as u64,
+            libc::SO_TYPE as u64,
+            &mut ty as *mut i32 as u64,
+            &mut len as *mut u32 as u64,
+            0,
+        ],
+    );
+    if r < 0 {
+        return Err(-r as i32);
+    }
+    Ok(ty)
+}
+
+/// Whether `fd` is a unix socket bound to an address already.
+fn unix_and_bound(fd: i32) -> Result<(bool, bool), i32> {
     let mut sa = [0u8; SOCKADDR_UN];
     let mut sa_len = SOCKADDR_UN as u32;
     let r = raw_syscall(
@@ -159,17 +203,66 @@ fn bind_inside(m: &VirtualMount, fd: i32, given: &[u8], path: &[u8]) -> SysResul
     if r < 0 {
         return Err(-r as i32);
     }
-    if u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 {
-        return Err(libc::EINVAL);
+    Ok((
+        u16::from_ne_bytes([sa[0], sa[1]]) == libc::AF_UNIX as u16,
+        sa_len > 2,
+    ))
+}
+
+/// bind(2) to a path in the mount; None where the call is the kernel's.
+pub(crate) fn bind(m: &VirtualMount, fd: i32, addr: u64, len: u64) -> Option<SysResult> {
+    let at = match place(m, addr, len) {
+        Ok(p) => p?,
+        Err(e) => return Some(Err(e)),
+    };
+    let (unix, bound) = match unix_and_bound(fd) {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    if !unix {
+        // Another family's socket: the kernel refuses the address alone.
+        return None;
     }
-    if sa_len > 2 {
-        return Err(libc::EINVAL);
+    let made = settled(m, at.path, |path| {
+        // The kernel's order (unix_bind_bsd): the name is made first
+        // (EADDRINUSE where it exists), then a socket already bound is
+        // EINVAL, and no node is left.
+        if bound {
+            return Err(match m.stat(path, false) {
+                Ok(_) => libc::EADDRINUSE,
+                Err(libc::EXDEV) => libc::EXDEV,
+                Err(_) => libc::EINVAL,
+            });
+        }
+        match m.mknod(path, libc::S_IFSOCK | 0o777, 0) {
+            Ok(_) => Ok(path.to_vec()),
+            Err(libc::EEXIST) => Err(libc::EADDRINUSE),
+            Err(e) => Err(e),
+        }
+    });
+    Some(match made {
+        Ok(Ok(path)) => bind_to_node(m, fd, &at.given, &path),
+        // Out of the mount: the kernel binds there.
+        Ok(Err(outside)) => sockaddr_of(&outside).and_then(|sa| {
+            result_of(raw_syscall(
+                libc::SYS_bind,
+                [fd as u64, sa.as_ptr() as u64, SOCKADDR_UN as u64, 0, 0, 0],
+            ))
+        }),
+        Err(e) => Err(e),
+    })
+}
+
+fn result_of(r: i64) -> SysResult {
+    if r < 0 {
+        Err(-r as i32)
+    } else {
+        Ok(r)
     }
-    match m.mknod(path, libc::S_IFSOCK | 0o777, 0) {
-        Ok(_) => {}
-        Err(libc::EEXIST) => return Err(libc::EADDRINUSE),
-        Err(e) => return Err(e),
-    }
+}
+
+/// Binds `fd` at our path of the socket node just made at `path`.
+fn bind_to_node(m: &VirtualMount, fd: i32, given: &[u8], path: &[u8]) -> SysResult {
     let bound = (|| {
         let ino = m.stat(path, false)?.ino;
         let (socket, name) = paths_of(ino, true).ok_or(libc::EPERM)?;
@@ -206,32 +299,33 @@ fn cstring(bytes: &[u8]) -> Result<CString, i32> {
 }
 
 /// The kernel's address of the socket at `path` in the mount, for a
-/// connect or a send to it.
-fn peer_address(m: &VirtualMount, path: &[u8]) -> Result<[u8; SOCKADDR_UN], i32> {
-    let attr = match m.stat(path, true) {
-        Ok(a) => a,
+/// connect or a send to it, and whether it is one of ours.
+fn peer_address(m: &VirtualMount, path: Vec<u8>) -> Result<([u8; SOCKADDR_UN], bool), i32> {
+    // The kernel's order (unix_find_bsd): the walk, write permission,
+    // then whether the node is a socket.
+    let found = settled(m, path, |path| {
+        let attr = m.stat(path, true)?;
+        m.access(path, libc::W_OK, true)?;
+        Ok(attr)
+    })?;
+    let attr = match found {
+        Ok(attr) => attr,
         // A link out of the mount: the kernel's path it leads to.
-        Err(libc::EXDEV) => {
-            let out = crate::vfs::take_escaped().ok_or(libc::ENOENT)?;
-            return sockaddr_of(&out);
-        }
-        Err(e) => return Err(e),
+        Err(outside) => return Ok((sockaddr_of(&outside)?, false)),
     };
     if attr.mode & libc::S_IFMT != libc::S_IFSOCK {
         return Err(libc::ECONNREFUSED);
     }
-    m.access(path, libc::W_OK, true)?;
     let (socket, _) = paths_of(attr.ino, false).ok_or(libc::ECONNREFUSED)?;
-    sockaddr_of(&socket)
+    Ok((sockaddr_of(&socket)?, true))
 }
 
 /// The kernel says ENOENT for our path when no socket was ever bound to
 /// the node here; for the node, the kernel would say ECONNREFUSED.
-fn refused_if_absent(r: i64) -> SysResult {
+fn refused_if_absent(r: i64, ours: bool) -> SysResult {
     match r {
-        r if r == -(libc::ENOENT as i64) => Err(libc::ECONNREFUSED),
-        r if r < 0 => Err(-r as i32),
-        r => Ok(r),
+        r if ours && r == -(libc::ENOENT as i64) => Err(libc::ECONNREFUSED),
+        r => result_of(r),
     }
 }
 
@@ -241,12 +335,25 @@ pub(crate) fn connect(m: &VirtualMount, fd: i32, addr: u64, len: u64) -> Option<
         Ok(p) => p?,
         Err(e) => return Some(Err(e)),
     };
-    Some(peer_address(m, &at.path).and_then(|sa| {
-        refused_if_absent(raw_syscall(
-            libc::SYS_connect,
-            [fd as u64, sa.as_ptr() as u64, SOCKADDR_UN as u64, 0, 0, 0],
-        ))
+    if !matches!(unix_and_bound(fd), Ok((true, _))) {
+        return None;
+    }
+    Some(peer_address(m, at.path).and_then(|(sa, ours)| {
+        refused_if_absent(
+            raw_syscall(
+                libc::SYS_connect,
+                [fd as u64, sa.as_ptr() as u64, SOCKADDR_UN as u64, 0, 0, 0],
+            ),
+            ours,
+        )
     }))
+}
+
+/// Whether a send with an address on `fd` goes to that address: only a
+/// datagram socket's does (a stream socket refuses an address before
+/// looking at it, which the kernel answers alone).
+fn sends_to_address(fd: i32) -> bool {
+    matches!(unix_and_bound(fd), Ok((true, _))) && socket_type(fd) == Ok(libc::SOCK_DGRAM)
 }
 
 /// sendto(2) naming a peer in the mount.
@@ -255,18 +362,24 @@ pub(crate) fn sendto(m: &VirtualMount, a: [u64; 6]) -> Option<SysResult> {
         Ok(p) => p?,
         Err(e) => return Some(Err(e)),
     };
-    Some(peer_address(m, &at.path).and_then(|sa| {
-        refused_if_absent(raw_syscall(
-            libc::SYS_sendto,
-            [
-                a[0],
-                a[1],
-                a[2],
-                a[3],
-                sa.as_ptr() as u64,
-                SOCKADDR_UN as u64,
-            ],
-        ))
+    if !sends_to_address(a[0] as i32) {
+        return None;
+    }
+    Some(peer_address(m, at.path).and_then(|(sa, ours)| {
+        refused_if_absent(
+            raw_syscall(
+                libc::SYS_sendto,
+                [
+                    a[0],
+                    a[1],
+                    a[2],
+                    a[3],
+                    sa.as_ptr() as u64,
+                    SOCKADDR_UN as u64,
+                ],
+            ),
+            ours,
+        )
     }))
 }
 
@@ -275,64 +388,94 @@ pub(crate) fn sendto(m: &VirtualMount, a: [u64; 6]) -> Option<SysResult> {
 pub(crate) fn sendmsg(m: &VirtualMount, a: [u64; 6]) -> Option<SysResult> {
     // struct msghdr: msg_name (8), msg_namelen (4, padded to 8), then
     // the rest (iov, iovlen, control, controllen, flags): 56 bytes.
-    let header = match appmem::bytes(a[1], 56) {
-        Ok(h) => h,
-        Err(_) => return None,
-    };
+    let header = appmem::bytes(a[1], 56).ok()?;
     let name = u64::from_ne_bytes(header[..8].try_into().expect("8 bytes"));
     let name_len = u32::from_ne_bytes(header[8..12].try_into().expect("4 bytes"));
     let at = match place(m, name, u64::from(name_len)) {
         Ok(p) => p?,
         Err(e) => return Some(Err(e)),
     };
-    Some(peer_address(m, &at.path).and_then(|sa| {
-        let mut ours = header;
-        ours[..8].copy_from_slice(&(sa.as_ptr() as u64).to_ne_bytes());
-        ours[8..12].copy_from_slice(&(SOCKADDR_UN as u32).to_ne_bytes());
-        refused_if_absent(raw_syscall(
-            libc::SYS_sendmsg,
-            [a[0], ours.as_ptr() as u64, a[2], 0, 0, 0],
-        ))
+    if !sends_to_address(a[0] as i32) {
+        return None;
+    }
+    Some(peer_address(m, at.path).and_then(|(sa, ours)| {
+        let mut with_ours = header;
+        with_ours[..8].copy_from_slice(&(sa.as_ptr() as u64).to_ne_bytes());
+        with_ours[8..12].copy_from_slice(&(SOCKADDR_UN as u32).to_ne_bytes());
+        refused_if_absent(
+            raw_syscall(
+                libc::SYS_sendmsg,
+                [a[0], with_ours.as_ptr() as u64, a[2], 0, 0, 0],
+            ),
+            ours,
+        )
     }))
 }
 
-/// `call`, which writes a socket address to the application (at `addr`,
-/// its length at `len_at`, which held the room for it before): one of
-/// our paths is replaced by the path its bind was given.
-pub(crate) fn returning_address(addr: u64, len_at: u64, call: impl FnOnce() -> i64) -> i64 {
-    let room = if addr == 0 || len_at == 0 {
-        None
-    } else {
-        appmem::bytes(len_at, 4)
-            .ok()
-            .map(|l| u32::from_ne_bytes(l[..4].try_into().expect("4 bytes")) as usize)
-    };
-    let r = call();
-    if let (true, Some(room), Some(dir)) = (r >= 0, room, dir()) {
-        given_path_for(dir, addr, len_at, room);
+/// Room for any socket address (`struct sockaddr_storage`).
+const SOCKADDR_STORAGE: usize = 128;
+
+/// `call(addr, len_at)`, a call that writes a socket address (accept,
+/// accept4, getsockname, getpeername, recvfrom), made with a buffer of
+/// ours; the address is then one of our paths replaced by the path its
+/// bind was given, copied to the application's `addr` cut to the room
+/// its `len_at` said, with the full length written back, as the kernel
+/// does. None where the kernel may take the call as it is (no address
+/// asked for, or a length the kernel refuses by itself). `accepts`: the
+/// call returns a new descriptor, closed again if the address cannot
+/// be given (the kernel's accept fails with EFAULT then too).
+pub(crate) fn returning_address(
+    addr: u64,
+    len_at: u64,
+    accepts: bool,
+    call: impl FnOnce(u64, u64) -> i64,
+) -> Option<i64> {
+    if addr == 0 || len_at == 0 {
+        return None;
     }
-    r
+    let room = i32::from_ne_bytes(appmem::bytes(len_at, 4).ok()?[..4].try_into().ok()?);
+    if room < 0 {
+        return None;
+    }
+    let room = room as usize;
+    let mut buf = [0u8; SOCKADDR_STORAGE];
+    let mut len = SOCKADDR_STORAGE as u32;
+    let r = call(buf.as_mut_ptr() as u64, &mut len as *mut u32 as u64);
+    if r < 0 {
+        return Some(r);
+    }
+    let got = (len as usize).min(SOCKADDR_STORAGE);
+    let (bytes, full) = match given_path_for(&buf[..got]) {
+        Some(sa) => {
+            let full = 2 + sa[2..].iter().position(|&c| c == 0).unwrap_or(SUN_PATH) + 1;
+            (sa[..full.min(SOCKADDR_UN)].to_vec(), full)
+        }
+        None => (buf[..got].to_vec(), len as usize),
+    };
+    let copied = appmem::write(addr, &bytes[..bytes.len().min(room)])
+        .and_then(|()| appmem::write(len_at, &(full as u32).to_ne_bytes()));
+    if copied.is_err() {
+        if accepts {
+            raw_syscall(libc::SYS_close, [r as u64, 0, 0, 0, 0, 0]);
+        }
+        return Some(-(libc::EFAULT as i64));
+    }
+    Some(r)
 }
 
-fn given_path_for(dir: &[u8], addr: u64, len_at: u64, room: usize) {
-    let Ok(len) = appmem::bytes(len_at, 4) else {
-        return;
-    };
-    let len = u32::from_ne_bytes(len[..4].try_into().expect("4 bytes")) as usize;
-    let Ok(raw) = appmem::bytes(addr, len.min(room).min(SOCKADDR_UN)) else {
-        return;
-    };
+/// The address the application is given for the kernel's `raw`: one of
+/// our paths becomes the path its bind was given; None for any other.
+fn given_path_for(raw: &[u8]) -> Option<[u8; SOCKADDR_UN]> {
+    let dir = dir()?;
     if raw.len() < 3 || u16::from_ne_bytes([raw[0], raw[1]]) != libc::AF_UNIX as u16 {
-        return;
+        return None;
     }
     let path = &raw[2..];
     let path = &path[..path.iter().position(|&c| c == 0).unwrap_or(path.len())];
     if !path.starts_with(dir) || path.get(dir.len()) != Some(&b'/') {
-        return;
+        return None;
     }
-    let Ok(name) = cstring(&[path, b".name"].concat()) else {
-        return;
-    };
+    let name = cstring(&[path, b".name"].concat()).ok()?;
     let mut given = [0u8; SUN_PATH];
     let n = raw_syscall(
         libc::SYS_readlink,
@@ -346,14 +489,7 @@ fn given_path_for(dir: &[u8], addr: u64, len_at: u64, room: usize) {
         ],
     );
     if n <= 0 || n as usize >= SUN_PATH {
-        return;
+        return None;
     }
-    let Ok(sa) = sockaddr_of(&given[..n as usize]) else {
-        return;
-    };
-    // The kernel's length for a path: the family, the path and its NUL;
-    // the copy is cut to the room the application gave, as the kernel's.
-    let full = 2 + n as usize + 1;
-    let _ = appmem::write(addr, &sa[..full.min(room)]);
-    let _ = appmem::write(len_at, &(full as u32).to_ne_bytes());
+    sockaddr_of(&given[..n as usize]).ok()
 }

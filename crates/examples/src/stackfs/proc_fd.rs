@@ -10,8 +10,9 @@
 //! the parent's fd table and got ENOENT). So the directory serves only the
 //! process that opened it; any other (a forked child, or a CLONE_VM child
 //! sharing this memory with its own fd table) goes through the path
-//! `/proc/self/fd/N`, which the kernel resolves at each call. Nothing is
-//! stored on that path: memory a vfork child shares is its parent's.
+//! `/proc/thread-self/fd/N`, which the kernel resolves at each call, for
+//! the calling thread's own table. Nothing is stored on that path: memory
+//! a vfork child shares is its parent's.
 
 use std::ffi::CStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -49,8 +50,8 @@ impl ProcFds {
         if rustix::process::getpid() == self.opened_by {
             return call(self.dir.as_fd(), number.as_c_str());
         }
-        let mut path = [0u8; 32];
-        let prefix = b"/proc/self/fd/";
+        let mut path = [0u8; 40];
+        let prefix = b"/proc/thread-self/fd/";
         let digits = number.as_bytes();
         path[..prefix.len()].copy_from_slice(prefix);
         path[prefix.len()..prefix.len() + digits.len()].copy_from_slice(digits);
@@ -59,9 +60,10 @@ impl ProcFds {
     }
 
     /// `at`'s path as one string, for calls that take no directory (the
-    /// xattr calls): `/proc/self/fd/N`, resolved by the kernel at each call.
+    /// xattr calls): `/proc/thread-self/fd/N`, resolved by the kernel at
+    /// each call.
     pub(crate) fn path(fd: BorrowedFd<'_>) -> std::ffi::CString {
-        let mut p = b"/proc/self/fd/".to_vec();
+        let mut p = b"/proc/thread-self/fd/".to_vec();
         p.extend_from_slice(DecInt::from_fd(fd).as_bytes());
         std::ffi::CString::new(p).expect("digits contain no NUL")
     }
