@@ -982,28 +982,23 @@ fn route(call: &Syscall) -> Action {
         SYS_connect => answer_or_pass(crate::unix_sockets::connect(m, fd_arg(a[0]), a[1], a[2])),
         SYS_sendto if a[4] != 0 => answer_or_pass(crate::unix_sockets::sendto(m, a)),
         SYS_getsockname | SYS_getpeername | SYS_accept | SYS_accept4 => {
-            let accepts = matches!(call.nr, SYS_accept | SYS_accept4);
-            match crate::unix_sockets::returning_address(a[1], a[2], accepts, |addr, len| {
-                let mut args = a;
-                (args[1], args[2]) = (addr, len);
-                intercept::call_as_program(call.nr, args)
-            }) {
-                Some(r) => Action::Return(r),
-                None => Action::Pass,
-            }
+            returning_address(call, 1, matches!(call.nr, SYS_accept | SYS_accept4))
         }
-        SYS_recvfrom if a[4] != 0 => {
-            match crate::unix_sockets::returning_address(a[4], a[5], false, |addr, len| {
-                let mut args = a;
-                (args[4], args[5]) = (addr, len);
-                intercept::call_as_program(call.nr, args)
-            }) {
-                Some(r) => Action::Return(r),
-                None => Action::Pass,
-            }
-        }
+        SYS_recvfrom if a[4] != 0 => returning_address(call, 4, false),
         _ => Action::Pass,
     }
+}
+
+/// A call that writes a socket address at argument `at` (its length's
+/// address next to it): see `unix_sockets::returning_address`.
+fn returning_address(call: &Syscall, at: usize, accepts: bool) -> Action {
+    let a = call.args;
+    let made = crate::unix_sockets::returning_address(a[at], a[at + 1], accepts, |addr, len| {
+        let mut args = a;
+        (args[at], args[at + 1]) = (addr, len);
+        intercept::call_as_program(call.nr, args)
+    });
+    made.map_or(Action::Pass, Action::Return)
 }
 
 fn answer_or_pass(r: Option<SysResult>) -> Action {
